@@ -1,0 +1,100 @@
+//! Configuration with documented defaults, validated once at open.
+
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+use crate::format::{
+    BATCH_HEADER_LEN, MAX_BATCH_LEN, MAX_SEGMENT_BYTES, MIN_SEGMENT_BYTES, OFFSET_INDEX_ENTRY_LEN,
+    TIME_INDEX_ENTRY_LEN,
+};
+
+const KIB: u64 = 1 << 10;
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+const DAY_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// How a [`Log`](crate::Log) lays out and checks its files.
+///
+/// Build one with struct-update syntax over the defaults:
+/// ```
+/// use strata_log::LogConfig;
+/// let config = LogConfig { segment_bytes: 64 << 20, ..LogConfig::default() };
+/// assert_eq!(config.index_interval_bytes, 4096);
+/// ```
+#[derive(Debug, Clone)]
+pub struct LogConfig {
+    /// Size a segment is preallocated to and rolled at. Default 1 GiB; at most 2 GiB, at least 128 B.
+    /// A batch larger than this gets a segment of its own.
+    pub segment_bytes: u64,
+    /// Size each `.index` and `.timeindex` is preallocated to; a full index rolls the segment.
+    /// Default 10 MiB.
+    pub index_bytes: u64,
+    /// Bytes of batches between two sparse index entries. Default 4096.
+    pub index_interval_bytes: u64,
+    /// A segment whose first batch is older than this rolls at the next append. Default 7 days.
+    pub segment_ms: u64,
+    /// Largest encoded batch (`12 + batch_length`) `append` and `append_batch` accept.
+    /// Default 1 MiB; at most 64 MiB (`MAX_BATCH_LEN`).
+    pub max_batch_bytes: u64,
+    /// How far a caller-supplied (create-time) timestamp may be from the log's clock, either way.
+    /// Default 1 hour.
+    pub max_timestamp_skew_ms: u64,
+    /// The clock append times come from. Default: the system clock.
+    pub clock: Clock,
+}
+
+impl Default for LogConfig {
+    fn default() -> LogConfig {
+        LogConfig {
+            segment_bytes: GIB,
+            index_bytes: 10 * MIB,
+            index_interval_bytes: 4 * KIB,
+            segment_ms: 7 * DAY_MS,
+            max_batch_bytes: MIB,
+            max_timestamp_skew_ms: 60 * 60 * 1000,
+            clock: Clock::system(),
+        }
+    }
+}
+
+impl LogConfig {
+    /// Checks every field; called by `Log::open`.
+    pub fn validate(&self) -> Result<()> {
+        check("segment_bytes", self.segment_bytes, MIN_SEGMENT_BYTES, MAX_SEGMENT_BYTES)?;
+        // Room for at least one entry in each index, plus the time index's reserved final slot.
+        let min_index = 2 * TIME_INDEX_ENTRY_LEN.max(OFFSET_INDEX_ENTRY_LEN) as u64;
+        check("index_bytes", self.index_bytes, min_index, u64::from(u32::MAX))?;
+        check("index_interval_bytes", self.index_interval_bytes, 0, u64::from(u32::MAX))?;
+        check("segment_ms", self.segment_ms, 1, u64::MAX)?;
+        check("max_batch_bytes", self.max_batch_bytes, BATCH_HEADER_LEN as u64 + 1, MAX_BATCH_LEN as u64)?;
+        check("max_timestamp_skew_ms", self.max_timestamp_skew_ms, 0, i64::MAX as u64)?;
+        Ok(())
+    }
+}
+
+fn check(field: &'static str, value: u64, min: u64, max: u64) -> Result<()> {
+    if (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(Error::InvalidConfig { field, reason: format!("{value} is outside [{min}, {max}]") })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        LogConfig::default().validate().expect("defaults validate");
+    }
+
+    #[test]
+    fn out_of_range_values_name_the_field() {
+        let too_big = LogConfig { segment_bytes: 3 * GIB, ..LogConfig::default() };
+        assert!(matches!(too_big.validate(), Err(Error::InvalidConfig { field: "segment_bytes", .. })));
+        let batch = LogConfig { max_batch_bytes: 65 * MIB, ..LogConfig::default() };
+        assert!(matches!(batch.validate(), Err(Error::InvalidConfig { field: "max_batch_bytes", .. })));
+        let index = LogConfig { index_bytes: 8, ..LogConfig::default() };
+        assert!(matches!(index.validate(), Err(Error::InvalidConfig { field: "index_bytes", .. })));
+    }
+}

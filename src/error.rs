@@ -1,0 +1,191 @@
+//! The crate's error type. Every variant carries the context a user needs to act on it: the file and
+//! position of a corruption, the range an offset fell outside, the limit a value exceeded.
+
+use std::io;
+use std::path::PathBuf;
+
+/// A result with the crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in strata.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system call failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done, e.g. "fdatasync".
+        op: &'static str,
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// Stored data failed a validity check (DESIGN.md §4, §6).
+    #[error("corrupt {path} at position {position}: {reason}")]
+    Corrupt {
+        /// The damaged file.
+        path: PathBuf,
+        /// Byte position of the damage inside `path`.
+        position: u64,
+        /// What was wrong.
+        reason: Corruption,
+    },
+    /// A read asked for an offset outside `[start, next)`.
+    #[error("offset {requested} out of range [{start}, {next})")]
+    OffsetOutOfRange {
+        /// The offset asked for.
+        requested: u64,
+        /// The log start offset at the time of the call.
+        start: u64,
+        /// The visible end at the time of the call.
+        next: u64,
+    },
+    /// Another `Log` (in this process or another) holds the directory lock.
+    #[error("{path} is locked by another open log")]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+    },
+    /// The path given as a log directory exists but is not a directory.
+    #[error("{path} is not a directory")]
+    NotADirectory {
+        /// The offending path.
+        path: PathBuf,
+    },
+    /// A configuration value is out of range.
+    #[error("invalid config {field}: {reason}")]
+    InvalidConfig {
+        /// The `LogConfig` field.
+        field: &'static str,
+        /// Why the value was refused.
+        reason: String,
+    },
+    /// `append` was called with no records.
+    #[error("cannot append an empty batch")]
+    EmptyBatch,
+    /// The encoded batch exceeds `max_batch_bytes`.
+    #[error("batch of {size} bytes exceeds max_batch_bytes {max}")]
+    BatchTooLarge {
+        /// Encoded size of the batch (12 + batch_length).
+        size: u64,
+        /// The configured limit.
+        max: u64,
+    },
+    /// A record timestamp is negative or further than `max_timestamp_skew_ms` from the log's clock.
+    #[error("timestamp {timestamp_ms} is out of range (log clock {now_ms}, max skew {max_skew_ms} ms)")]
+    InvalidTimestamp {
+        /// The timestamp given.
+        timestamp_ms: i64,
+        /// The log's clock when it was checked.
+        now_ms: i64,
+        /// The configured skew limit.
+        max_skew_ms: u64,
+    },
+    /// A caller-encoded batch given to `append_batch` is not acceptable.
+    #[error("invalid batch: {reason}")]
+    InvalidBatch {
+        /// Why it was refused.
+        reason: Corruption,
+    },
+    /// An earlier write or fsync failed; the on-disk state is unknown until the log is reopened.
+    #[error("an earlier write or fsync failed; reopen the log")]
+    Poisoned,
+    /// The log has been closed.
+    #[error("the log is closed")]
+    Closed,
+}
+
+/// Why a batch, record, index or checkpoint failed validation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Corruption {
+    /// The batch magic byte is not a supported version.
+    #[error("unsupported magic {0}")]
+    BadMagic(u8),
+    /// `12 + batch_length` is below the header size, above `MAX_BATCH_LEN`, or past the file end.
+    #[error("batch length {length} invalid ({available} bytes available)")]
+    BadLength {
+        /// The stored batch_length + 12.
+        length: u64,
+        /// Bytes remaining in the file from the batch start.
+        available: u64,
+    },
+    /// The stored CRC does not match the bytes it covers.
+    #[error("crc mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    CrcMismatch {
+        /// CRC read from the batch header.
+        stored: u32,
+        /// CRC computed over the covered bytes.
+        computed: u32,
+    },
+    /// The batch does not start at the offset the previous batch (or the file name) implies.
+    #[error("expected base offset {expected}, found {found}")]
+    UnexpectedOffset {
+        /// What the preceding data implies.
+        expected: u64,
+        /// What the batch says.
+        found: u64,
+    },
+    /// Attribute bits that are reserved or not allowed here are set.
+    #[error("unsupported attributes {0:#06x}")]
+    BadAttributes(u16),
+    /// A record inside the batch does not decode, or the records do not fill the batch exactly.
+    #[error("bad record {index}: {what}")]
+    BadRecord {
+        /// Index of the record in its batch.
+        index: u32,
+        /// What was wrong.
+        what: &'static str,
+    },
+    /// Record count, offset deltas and last_offset_delta disagree.
+    #[error("bad offset deltas: {0}")]
+    BadOffsetDeltas(&'static str),
+    /// The batch's max_timestamp disagrees with its records.
+    #[error("max_timestamp {stored} but records have {computed}")]
+    BadMaxTimestamp {
+        /// max_timestamp in the header.
+        stored: i64,
+        /// Largest record timestamp.
+        computed: i64,
+    },
+    /// A cleaner batch was given where only producer batches are allowed.
+    #[error("batches written by the cleaner cannot be appended")]
+    CleanerBatch,
+    /// A sparse index or its entries are inconsistent with the log.
+    #[error("index: {0}")]
+    BadIndex(String),
+    /// A checkpoint or marker file failed its checks.
+    #[error("{0}")]
+    BadFile(&'static str),
+    /// A file is shorter than the data known to be in it.
+    #[error("file is {len} bytes, expected at least {expected}")]
+    ShortFile {
+        /// The file's length.
+        len: u64,
+        /// The length it must have.
+        expected: u64,
+    },
+    /// A segment's file-name base offset does not continue the previous segment.
+    #[error("segment starts at {found}, previous segment ends at {expected}")]
+    SegmentGap {
+        /// The previous segment's end.
+        expected: u64,
+        /// This segment's base.
+        found: u64,
+    },
+}
+
+impl Error {
+    /// Wraps an `io::Error` with the operation and path it came from.
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> Error {
+        let path = path.into();
+        move |source| Error::Io { op, path, source }
+    }
+
+    /// Builds a `Corrupt` error.
+    pub(crate) fn corrupt(path: impl Into<PathBuf>, position: u64, reason: Corruption) -> Error {
+        Error::Corrupt { path: path.into(), position, reason }
+    }
+}

@@ -1,0 +1,190 @@
+//! Every magic number, version, size, field position and file suffix of the on-disk format
+//! (DESIGN.md §3–§6, docs/FORMAT.md). All integers on disk are big-endian. Positions are derived from
+//! the previous field so a change to one field cannot silently misplace the others.
+
+// ---- Record batch (DESIGN.md §4) -----------------------------------------------------------------
+
+/// Position of `base_offset u64`.
+pub const BASE_OFFSET_POS: usize = 0;
+/// Position of `batch_length u32` (bytes after this field).
+pub const BATCH_LENGTH_POS: usize = BASE_OFFSET_POS + 8;
+/// Bytes before the part that `batch_length` counts: base_offset and batch_length.
+pub const LOG_OVERHEAD: usize = BATCH_LENGTH_POS + 4;
+/// Position of `magic u8`.
+pub const MAGIC_POS: usize = LOG_OVERHEAD;
+/// Position of `crc u32`, the CRC-32 of bytes `[ATTRIBUTES_POS, end of batch)`.
+pub const CRC_POS: usize = MAGIC_POS + 1;
+/// Position of `attributes u16`: the first byte the CRC covers.
+pub const ATTRIBUTES_POS: usize = CRC_POS + 4;
+/// Position of `last_offset_delta u32`.
+pub const LAST_OFFSET_DELTA_POS: usize = ATTRIBUTES_POS + 2;
+/// Position of `base_timestamp i64`.
+pub const BASE_TIMESTAMP_POS: usize = LAST_OFFSET_DELTA_POS + 4;
+/// Position of `max_timestamp i64`.
+pub const MAX_TIMESTAMP_POS: usize = BASE_TIMESTAMP_POS + 8;
+/// Position of `record_count u32`.
+pub const RECORD_COUNT_POS: usize = MAX_TIMESTAMP_POS + 8;
+/// Size of the batch header; the records start here.
+pub const BATCH_HEADER_LEN: usize = RECORD_COUNT_POS + 4;
+const _: () = assert!(BATCH_HEADER_LEN == 43);
+
+/// The only batch format version.
+pub const BATCH_MAGIC: u8 = 1;
+/// Upper bound of an encoded batch (`12 + batch_length`) accepted anywhere, whatever the config.
+pub const MAX_BATCH_LEN: usize = 64 << 20;
+
+/// Attribute bits 0–2: compression codec. Only 0 (none) is defined.
+pub const ATTR_COMPRESSION_MASK: u16 = 0b111;
+/// Attribute bit 3: timestamps are the creator's (1) or the log's append time (0).
+pub const ATTR_CREATE_TIME: u16 = 1 << 3;
+/// Attribute bit 4: the batch was rewritten by the cleaner (offset gaps allowed).
+pub const ATTR_CLEANER: u16 = 1 << 4;
+/// Every attribute bit with a meaning; the rest must be 0.
+pub const ATTR_KNOWN: u16 = ATTR_COMPRESSION_MASK | ATTR_CREATE_TIME | ATTR_CLEANER;
+
+/// A record's own attributes byte; no bits are defined, so it must be 0.
+pub const RECORD_ATTRIBUTES: u8 = 0;
+/// Length value meaning "no key" / "no value".
+pub const NULL_LENGTH: i64 = -1;
+/// The longest zig-zag varint (a 64-bit value).
+pub const MAX_VARINT_LEN: usize = 10;
+
+// ---- Segments (DESIGN.md §5) ---------------------------------------------------------------------
+
+/// Largest segment: positions inside a segment are u32 and must stay below 2³¹ + 1.
+pub const MAX_SEGMENT_BYTES: u64 = 2 << 30;
+/// Smallest segment the config accepts (tests use tiny segments to force many rolls).
+pub const MIN_SEGMENT_BYTES: u64 = 128;
+
+// ---- Sparse indexes (DESIGN.md §6) ---------------------------------------------------------------
+
+/// `.index` entry: `[relative_offset u32][position u32]`.
+pub const OFFSET_INDEX_ENTRY_LEN: usize = 4 /* relative_offset */ + 4 /* position */;
+const _: () = assert!(OFFSET_INDEX_ENTRY_LEN == 8);
+/// `.timeindex` entry: `[timestamp_ms i64][relative_offset u32]`.
+pub const TIME_INDEX_ENTRY_LEN: usize = 8 /* timestamp_ms */ + 4 /* relative_offset */;
+const _: () = assert!(TIME_INDEX_ENTRY_LEN == 12);
+
+// ---- checkpoint (DESIGN.md §3) -------------------------------------------------------------------
+
+/// Magic of the `checkpoint` file.
+pub const CHECKPOINT_MAGIC: [u8; 4] = *b"SLCP";
+/// Version of the `checkpoint` file.
+pub const CHECKPOINT_VERSION: u16 = 1;
+/// Position of `version u16` in `checkpoint`.
+pub const CHECKPOINT_VERSION_POS: usize = CHECKPOINT_MAGIC.len();
+/// Position of `log_start_offset u64` in `checkpoint`.
+pub const CHECKPOINT_LOG_START_POS: usize = CHECKPOINT_VERSION_POS + 2;
+/// Position of `recovery_point u64` in `checkpoint`.
+pub const CHECKPOINT_RECOVERY_POINT_POS: usize = CHECKPOINT_LOG_START_POS + 8;
+/// Position of `crc u32` (of the bytes before it) in `checkpoint`.
+pub const CHECKPOINT_CRC_POS: usize = CHECKPOINT_RECOVERY_POINT_POS + 8;
+/// Size of the `checkpoint` file.
+pub const CHECKPOINT_LEN: usize = CHECKPOINT_CRC_POS + 4;
+const _: () = assert!(CHECKPOINT_CRC_POS == 22 && CHECKPOINT_LEN == 26);
+
+// ---- .clean-shutdown (DESIGN.md §3) --------------------------------------------------------------
+
+/// Position of `next_offset u64` in `.clean-shutdown`.
+pub const CLEAN_NEXT_OFFSET_POS: usize = 0;
+/// Position of `active segment base u64` in `.clean-shutdown`.
+pub const CLEAN_ACTIVE_BASE_POS: usize = CLEAN_NEXT_OFFSET_POS + 8;
+/// Position of `active segment length u32` in `.clean-shutdown`.
+pub const CLEAN_ACTIVE_LEN_POS: usize = CLEAN_ACTIVE_BASE_POS + 8;
+/// Position of `crc u32` (of the bytes before it) in `.clean-shutdown`.
+pub const CLEAN_CRC_POS: usize = CLEAN_ACTIVE_LEN_POS + 4;
+/// Size of the `.clean-shutdown` file.
+pub const CLEAN_SHUTDOWN_LEN: usize = CLEAN_CRC_POS + 4;
+const _: () = assert!(CLEAN_SHUTDOWN_LEN == 24);
+
+// ---- cleaner-checkpoint (DESIGN.md §3) -----------------------------------------------------------
+
+/// Magic of the `cleaner-checkpoint` file.
+pub const CLEANER_CHECKPOINT_MAGIC: [u8; 4] = *b"SLCC";
+/// Version of the `cleaner-checkpoint` file.
+pub const CLEANER_CHECKPOINT_VERSION: u16 = 1;
+/// Size of the `cleaner-checkpoint` file: magic, version, cleaned_up_to u64, crc u32.
+pub const CLEANER_CHECKPOINT_LEN: usize = 4 + 2 + 8 + 4;
+
+// ---- Message store files (DESIGN.md §11) ---------------------------------------------------------
+
+/// ConsumeQueue entry: `[log_offset u64][size u32][tag_hash u64]`.
+pub const CQ_ENTRY_LEN: usize = 8 /* log_offset */ + 4 /* size */ + 8 /* tag_hash */;
+const _: () = assert!(CQ_ENTRY_LEN == 20);
+/// Entries per ConsumeQueue file.
+pub const CQ_ENTRIES_PER_FILE: u64 = 300_000;
+/// IndexFile header: begin/end timestamps, begin/end log offsets, slot count, index count.
+pub const INDEX_FILE_HEADER_LEN: usize = 8 + 8 + 8 + 8 + 4 + 4;
+const _: () = assert!(INDEX_FILE_HEADER_LEN == 40);
+/// IndexFile hash slot: the latest entry number for the slot.
+pub const INDEX_FILE_SLOT_LEN: usize = 4;
+/// IndexFile entry: `[key_hash u32][log_offset u64][time_diff_s u32][prev_entry u32]`.
+pub const INDEX_FILE_ENTRY_LEN: usize = 4 + 8 + 4 + 4;
+const _: () = assert!(INDEX_FILE_ENTRY_LEN == 20);
+
+// ---- File names (DESIGN.md §3) -------------------------------------------------------------------
+
+/// Segment data file suffix.
+pub const LOG_SUFFIX: &str = ".log";
+/// Offset index suffix.
+pub const INDEX_SUFFIX: &str = ".index";
+/// Time index suffix.
+pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
+/// Appended to a file waiting for deletion.
+pub const DELETED_SUFFIX: &str = ".deleted";
+/// Appended to compaction output being written.
+pub const CLEANED_SUFFIX: &str = ".cleaned";
+/// Appended to complete compaction output waiting to be swapped in.
+pub const SWAP_SUFFIX: &str = ".swap";
+/// Appended to a damaged segment kept for inspection.
+pub const CORRUPT_SUFFIX: &str = ".corrupt";
+/// The next segment, preallocated in the background.
+pub const PREALLOC_SUFFIX: &str = ".prealloc";
+/// Suffix of a file being replaced atomically.
+pub const TMP_SUFFIX: &str = ".tmp";
+/// The directory lock file.
+pub const LOCK_FILE: &str = ".lock";
+/// The checkpoint file.
+pub const CHECKPOINT_FILE: &str = "checkpoint";
+/// The clean-shutdown marker.
+pub const CLEAN_SHUTDOWN_FILE: &str = ".clean-shutdown";
+/// The cleaner checkpoint file.
+pub const CLEANER_CHECKPOINT_FILE: &str = "cleaner-checkpoint";
+/// Digits of the zero-padded base offset in a file name.
+pub const FILE_NAME_DIGITS: usize = 20;
+
+/// `00000000000000368769.log` for `(368769, LOG_SUFFIX)`.
+pub fn file_name(base_offset: u64, suffix: &str) -> String {
+    format!("{base_offset:0FILE_NAME_DIGITS$}{suffix}")
+}
+
+/// The base offset and the rest of a name such as `00000000000000368769.log.deleted`, if it has the
+/// 20-digit form.
+pub fn parse_file_name(name: &str) -> Option<(u64, &str)> {
+    let digits = name.get(..FILE_NAME_DIGITS)?;
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((digits.parse().ok()?, &name[FILE_NAME_DIGITS..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_round_trip() {
+        let name = file_name(368_769, LOG_SUFFIX);
+        assert_eq!(name, "00000000000000368769.log");
+        assert_eq!(parse_file_name(&name), Some((368_769, ".log")));
+        assert_eq!(parse_file_name("00000000000000000007.log.deleted"), Some((7, ".log.deleted")));
+        assert_eq!(parse_file_name(&file_name(u64::MAX, INDEX_SUFFIX)), Some((u64::MAX, ".index")));
+    }
+
+    #[test]
+    fn odd_names_are_not_segments() {
+        assert_eq!(parse_file_name("checkpoint"), None);
+        assert_eq!(parse_file_name("0000000000000000000x.log"), None);
+        assert_eq!(parse_file_name("99999999999999999999.log"), None, "overflows u64");
+    }
+}

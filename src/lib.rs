@@ -1,0 +1,17 @@
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
+
+mod clock;
+mod config;
+mod error;
+pub mod format;
+mod log;
+mod storage;
+
+pub use clock::{Clock, ManualClock};
+pub use config::LogConfig;
+pub use error::{Corruption, Error, Result};
+pub use log::{
+    AppendInfo, BatchHeader, Checkpoint, CleanShutdown, Header, Log, LogReader, OffsetEntry, Record,
+    RecordView, RecoveryReport, TimeEntry,
+};

@@ -1,0 +1,580 @@
+//! Record batches (DESIGN.md §4): encoding what `append` writes, and the validity check every batch
+//! passes before a byte of it is returned or trusted by recovery.
+
+use std::ops::Range;
+
+use byteorder::{BigEndian, ByteOrder};
+
+use crate::error::Corruption;
+use crate::format::{
+    ATTR_CLEANER, ATTR_COMPRESSION_MASK, ATTR_KNOWN, ATTRIBUTES_POS, BASE_OFFSET_POS, BASE_TIMESTAMP_POS,
+    BATCH_HEADER_LEN, BATCH_LENGTH_POS, BATCH_MAGIC, CRC_POS, LAST_OFFSET_DELTA_POS, LOG_OVERHEAD, MAGIC_POS,
+    MAX_BATCH_LEN, MAX_TIMESTAMP_POS, NULL_LENGTH, RECORD_ATTRIBUTES, RECORD_COUNT_POS,
+};
+use crate::log::varint;
+
+/// A record to append. Borrowed, so building one allocates nothing.
+///
+/// ```
+/// use strata_log::{Header, Record};
+/// let headers = [Header { key: "trace", value: Some(b"42") }];
+/// let record = Record::new(b"payload").with_key(b"user-7").with_headers(&headers);
+/// assert_eq!(record.value, Some(&b"payload"[..]));
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Record<'a> {
+    /// Optional key (compaction keeps the latest record per key).
+    pub key: Option<&'a [u8]>,
+    /// The value; `None` with a key is a tombstone.
+    pub value: Option<&'a [u8]>,
+    /// Application headers.
+    pub headers: &'a [Header<'a>],
+    /// Create time chosen by the caller; `None` takes the log's append time.
+    pub timestamp_ms: Option<i64>,
+}
+
+/// A record header: a UTF-8 key and an optional value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header<'a> {
+    /// Header name.
+    pub key: &'a str,
+    /// Header value.
+    pub value: Option<&'a [u8]>,
+}
+
+impl<'a> Record<'a> {
+    /// A record with `value`, no key, no headers, stamped with append time.
+    pub fn new(value: &'a [u8]) -> Record<'a> {
+        Record { value: Some(value), ..Record::default() }
+    }
+
+    /// A key with no value: deletes the key when the log is compacted.
+    pub fn tombstone(key: &'a [u8]) -> Record<'a> {
+        Record { key: Some(key), ..Record::default() }
+    }
+
+    /// Sets the key.
+    pub fn with_key(self, key: &'a [u8]) -> Record<'a> {
+        Record { key: Some(key), ..self }
+    }
+
+    /// Sets the headers.
+    pub fn with_headers(self, headers: &'a [Header<'a>]) -> Record<'a> {
+        Record { headers, ..self }
+    }
+
+    /// Sets a create-time timestamp (checked against `max_timestamp_skew_ms`).
+    pub fn with_timestamp(self, timestamp_ms: i64) -> Record<'a> {
+        Record { timestamp_ms: Some(timestamp_ms), ..self }
+    }
+}
+
+/// The fixed 43-byte header of a batch, as stored (not yet validated).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct BatchHeader {
+    /// Offset of the first record.
+    pub base_offset: u64,
+    /// Bytes after the length field.
+    pub batch_length: u32,
+    /// Format version.
+    pub magic: u8,
+    /// CRC-32 of the bytes from the attributes to the end.
+    pub crc: u32,
+    /// Compression, timestamp type and cleaner bits.
+    pub attributes: u16,
+    /// Last offset − base offset.
+    pub last_offset_delta: u32,
+    /// Timestamp the record deltas are relative to.
+    pub base_timestamp: i64,
+    /// Largest record timestamp.
+    pub max_timestamp: i64,
+    /// Number of records.
+    pub record_count: u32,
+}
+
+impl BatchHeader {
+    /// Reads the header fields from the front of `bytes`; `None` if fewer than 43 bytes.
+    pub fn decode_from(bytes: &[u8]) -> Option<BatchHeader> {
+        let h = bytes.get(..BATCH_HEADER_LEN)?;
+        Some(BatchHeader {
+            base_offset: BigEndian::read_u64(&h[BASE_OFFSET_POS..]),
+            batch_length: BigEndian::read_u32(&h[BATCH_LENGTH_POS..]),
+            magic: h[MAGIC_POS],
+            crc: BigEndian::read_u32(&h[CRC_POS..]),
+            attributes: BigEndian::read_u16(&h[ATTRIBUTES_POS..]),
+            last_offset_delta: BigEndian::read_u32(&h[LAST_OFFSET_DELTA_POS..]),
+            base_timestamp: BigEndian::read_i64(&h[BASE_TIMESTAMP_POS..]),
+            max_timestamp: BigEndian::read_i64(&h[MAX_TIMESTAMP_POS..]),
+            record_count: BigEndian::read_u32(&h[RECORD_COUNT_POS..]),
+        })
+    }
+
+    /// Writes the header fields into the first 43 bytes of `out`.
+    pub fn encode_into(&self, out: &mut [u8]) {
+        let h = &mut out[..BATCH_HEADER_LEN];
+        BigEndian::write_u64(&mut h[BASE_OFFSET_POS..], self.base_offset);
+        BigEndian::write_u32(&mut h[BATCH_LENGTH_POS..], self.batch_length);
+        h[MAGIC_POS] = self.magic;
+        BigEndian::write_u32(&mut h[CRC_POS..], self.crc);
+        BigEndian::write_u16(&mut h[ATTRIBUTES_POS..], self.attributes);
+        BigEndian::write_u32(&mut h[LAST_OFFSET_DELTA_POS..], self.last_offset_delta);
+        BigEndian::write_i64(&mut h[BASE_TIMESTAMP_POS..], self.base_timestamp);
+        BigEndian::write_i64(&mut h[MAX_TIMESTAMP_POS..], self.max_timestamp);
+        BigEndian::write_u32(&mut h[RECORD_COUNT_POS..], self.record_count);
+    }
+
+    /// Bytes the whole batch takes: `12 + batch_length`.
+    pub const fn size(&self) -> u64 {
+        LOG_OVERHEAD as u64 + self.batch_length as u64
+    }
+
+    /// Offset of the last record (or, for an emptied cleaner batch, the last it covered).
+    pub const fn last_offset(&self) -> u64 {
+        self.base_offset + self.last_offset_delta as u64
+    }
+
+    /// The offset the batch after this one must start at.
+    pub const fn next_offset(&self) -> u64 {
+        self.last_offset() + 1
+    }
+
+    /// Written by the cleaner (bit 4): offset gaps are allowed.
+    pub const fn is_cleaner(&self) -> bool {
+        self.attributes & ATTR_CLEANER != 0
+    }
+
+    /// Whether all 43 header bytes were zero: where a batch header would be, this means end of data.
+    pub fn is_zero(&self) -> bool {
+        *self == BatchHeader::zeroed()
+    }
+
+    const fn zeroed() -> BatchHeader {
+        BatchHeader {
+            base_offset: 0,
+            batch_length: 0,
+            magic: 0,
+            crc: 0,
+            attributes: 0,
+            last_offset_delta: 0,
+            base_timestamp: 0,
+            max_timestamp: 0,
+            record_count: 0,
+        }
+    }
+
+    /// The header-only checks: magic, length within `available` bytes and `MAX_BATCH_LEN`, and the
+    /// base offset against `expected` (a cleaner batch may start after it).
+    pub fn check(&self, available: u64, expected: Option<u64>) -> Result<(), Corruption> {
+        if self.magic != BATCH_MAGIC {
+            return Err(Corruption::BadMagic(self.magic));
+        }
+        let size = self.size();
+        if size < BATCH_HEADER_LEN as u64 || size > available.min(MAX_BATCH_LEN as u64) {
+            return Err(Corruption::BadLength { length: size, available });
+        }
+        match expected {
+            Some(e) if self.base_offset < e || (self.base_offset > e && !self.is_cleaner()) => {
+                Err(Corruption::UnexpectedOffset { expected: e, found: self.base_offset })
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What validating a batch found out beyond its header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BatchSummary {
+    pub header: BatchHeader,
+    /// Smallest and largest record timestamp (`None` for an emptied cleaner batch).
+    pub timestamps: Option<(i64, i64)>,
+}
+
+/// Checks every rule of DESIGN.md §4 on the batch at the front of `bytes`. `expected` is the offset
+/// the batch must start at (`None` for a caller-encoded batch about to be re-stamped).
+pub(crate) fn validate(bytes: &[u8], expected: Option<u64>) -> Result<BatchSummary, Corruption> {
+    validate_records(bytes, expected, None)
+}
+
+/// [`validate`], also collecting the decoded records into `records` (cleared first by the caller).
+pub(crate) fn validate_into(bytes: &[u8], expected: Option<u64>, records: &mut Vec<RawRecord>) -> Result<BatchSummary, Corruption> {
+    validate_records(bytes, expected, Some(records))
+}
+
+fn validate_records(bytes: &[u8], expected: Option<u64>, records: Option<&mut Vec<RawRecord>>) -> Result<BatchSummary, Corruption> {
+    let available = bytes.len() as u64;
+    let header = BatchHeader::decode_from(bytes)
+        .ok_or(Corruption::BadLength { length: BATCH_HEADER_LEN as u64, available })?;
+    header.check(available, expected)?;
+    let batch = &bytes[..header.size() as usize];
+    let computed = crc32fast::hash(&batch[ATTRIBUTES_POS..]);
+    if computed != header.crc {
+        return Err(Corruption::CrcMismatch { stored: header.crc, computed });
+    }
+    if header.attributes & !ATTR_KNOWN != 0 || header.attributes & ATTR_COMPRESSION_MASK != 0 {
+        return Err(Corruption::BadAttributes(header.attributes));
+    }
+    let timestamps = check_records(batch, &header, records)?;
+    Ok(BatchSummary { header, timestamps })
+}
+
+/// Decodes every record of a CRC-checked batch and checks the offset-delta rules.
+fn check_records(batch: &[u8], header: &BatchHeader, mut out: Option<&mut Vec<RawRecord>>) -> Result<Option<(i64, i64)>, Corruption> {
+    if !header.is_cleaner() {
+        if header.record_count == 0 {
+            return Err(Corruption::BadOffsetDeltas("a producer batch has no records"));
+        }
+        if header.last_offset_delta != header.record_count - 1 {
+            return Err(Corruption::BadOffsetDeltas("last_offset_delta is not record_count - 1"));
+        }
+    }
+    let mut records = RecordIter::new(batch, header);
+    let mut previous_delta: Option<u32> = None;
+    let mut timestamps: Option<(i64, i64)> = None;
+    for index in 0..header.record_count {
+        let record = records.next().unwrap_or(Err(Corruption::BadRecord { index, what: "missing" }))?;
+        let delta = record.offset_delta;
+        let in_order = match previous_delta {
+            None => header.is_cleaner() || delta == 0,
+            Some(p) if header.is_cleaner() => delta > p,
+            Some(p) => delta == p + 1,
+        };
+        if !in_order || delta > header.last_offset_delta {
+            return Err(Corruption::BadOffsetDeltas("offset deltas out of order"));
+        }
+        previous_delta = Some(delta);
+        let ts = record.timestamp_ms;
+        timestamps = Some(timestamps.map_or((ts, ts), |(lo, hi)| (lo.min(ts), hi.max(ts))));
+        if let Some(out) = out.as_deref_mut() {
+            out.push(record);
+        }
+    }
+    if records.position != batch.len() {
+        return Err(Corruption::BadRecord { index: header.record_count, what: "bytes after the last record" });
+    }
+    Ok(timestamps)
+}
+
+/// One decoded record: positions are relative to the start of its batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RawRecord {
+    pub offset_delta: u32,
+    pub timestamp_ms: i64,
+    pub key: Option<Range<usize>>,
+    pub value: Option<Range<usize>>,
+    /// The encoded headers (after the count).
+    pub headers: Range<usize>,
+    pub header_count: u32,
+}
+
+/// Decodes the records of a batch in order. Stops after `record_count` records or the first error.
+pub(crate) struct RecordIter<'a> {
+    batch: &'a [u8],
+    base_timestamp: i64,
+    remaining: u32,
+    index: u32,
+    position: usize,
+}
+
+impl<'a> RecordIter<'a> {
+    pub(crate) fn new(batch: &'a [u8], header: &BatchHeader) -> RecordIter<'a> {
+        RecordIter {
+            batch,
+            base_timestamp: header.base_timestamp,
+            remaining: header.record_count,
+            index: 0,
+            position: BATCH_HEADER_LEN,
+        }
+    }
+
+    fn decode_one(&mut self) -> Result<RawRecord, Corruption> {
+        let index = self.index;
+        let bad = |what| Corruption::BadRecord { index, what };
+        let mut outer = Cursor { bytes: self.batch, position: self.position, index };
+        let length = outer.length()?.ok_or(bad("null record length"))?;
+        let start = outer.position;
+        let end = start.checked_add(length).filter(|&e| e <= self.batch.len()).ok_or(bad("record past the batch"))?;
+        let mut c = Cursor { bytes: &self.batch[..end], position: start, index };
+        let attributes = c.take(1)?;
+        if self.batch[attributes.start] != RECORD_ATTRIBUTES {
+            return Err(bad("record attributes are not 0"));
+        }
+        let timestamp_ms = self.base_timestamp.checked_add(c.varint()?).ok_or(bad("timestamp overflows"))?;
+        let offset_delta = u32::try_from(c.varint()?).map_err(|_| bad("offset delta out of range"))?;
+        let key = c.nullable_bytes()?;
+        let value = c.nullable_bytes()?;
+        let header_count = u32::try_from(c.varint()?).map_err(|_| bad("negative header count"))?;
+        let headers_start = c.position;
+        for _ in 0..header_count {
+            let key = c.nullable_bytes()?.ok_or(bad("null header key"))?;
+            std::str::from_utf8(&self.batch[key]).map_err(|_| bad("header key is not UTF-8"))?;
+            c.nullable_bytes()?;
+        }
+        if c.position != end {
+            return Err(bad("record length disagrees with its fields"));
+        }
+        self.position = end;
+        Ok(RawRecord { offset_delta, timestamp_ms, key, value, headers: headers_start..end, header_count })
+    }
+}
+
+impl Iterator for RecordIter<'_> {
+    type Item = Result<RawRecord, Corruption>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.remaining == 0 {
+            return None;
+        }
+        let record = self.decode_one();
+        self.remaining = if record.is_ok() { self.remaining - 1 } else { 0 };
+        self.index += 1;
+        Some(record)
+    }
+}
+
+/// Bounds-checked reads of varints and length-prefixed byte strings.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    position: usize,
+    index: u32,
+}
+
+impl Cursor<'_> {
+    fn varint(&mut self) -> Result<i64, Corruption> {
+        let rest = self.bytes.get(self.position..).unwrap_or_default();
+        let (value, len) = varint::decode_from(rest).ok_or(Corruption::BadRecord { index: self.index, what: "bad varint" })?;
+        self.position += len;
+        Ok(value)
+    }
+
+    fn take(&mut self, len: usize) -> Result<Range<usize>, Corruption> {
+        let end = self.position.checked_add(len).filter(|&e| e <= self.bytes.len());
+        let end = end.ok_or(Corruption::BadRecord { index: self.index, what: "field past the record" })?;
+        let range = self.position..end;
+        self.position = end;
+        Ok(range)
+    }
+
+    /// A length varint: `None` for −1, an error for other negatives.
+    fn length(&mut self) -> Result<Option<usize>, Corruption> {
+        match self.varint()? {
+            NULL_LENGTH => Ok(None),
+            n if n >= 0 => Ok(Some(n as usize)),
+            _ => Err(Corruption::BadRecord { index: self.index, what: "negative length" }),
+        }
+    }
+
+    fn nullable_bytes(&mut self) -> Result<Option<Range<usize>>, Corruption> {
+        match self.length()? {
+            None => Ok(None),
+            Some(len) => self.take(len).map(Some),
+        }
+    }
+}
+
+/// Encodes records into batches, reusing one buffer so appends allocate nothing per record.
+#[derive(Debug, Default)]
+pub(crate) struct BatchEncoder {
+    buf: Vec<u8>,
+}
+
+impl BatchEncoder {
+    /// Bytes the batch of `records` will take, given each record's timestamp delta.
+    pub(crate) fn encoded_len(records: &[Record<'_>], delta: impl Fn(usize) -> i64) -> usize {
+        let records: usize = records.iter().enumerate().map(|(i, r)| record_len(r, delta(i), i as i64)).sum();
+        BATCH_HEADER_LEN + records
+    }
+
+    /// Encodes `records` with `timestamps[i]` for record `i`, returning the batch bytes.
+    pub(crate) fn encode(&mut self, base_offset: u64, records: &[Record<'_>], timestamps: &[i64], attributes: u16) -> &[u8] {
+        debug_assert_eq!(records.len(), timestamps.len(), "one timestamp per record");
+        debug_assert!(!records.is_empty(), "batches are never empty");
+        let base_timestamp = timestamps[0];
+        let max_timestamp = timestamps.iter().copied().max().unwrap_or(base_timestamp);
+        let buf = &mut self.buf;
+        buf.clear();
+        buf.resize(BATCH_HEADER_LEN, 0);
+        for (i, (record, &ts)) in records.iter().zip(timestamps).enumerate() {
+            encode_record(record, ts - base_timestamp, i as i64, buf);
+        }
+        let header = BatchHeader {
+            base_offset,
+            batch_length: (buf.len() - LOG_OVERHEAD) as u32,
+            magic: BATCH_MAGIC,
+            crc: 0,
+            attributes,
+            last_offset_delta: records.len() as u32 - 1,
+            base_timestamp,
+            max_timestamp,
+            record_count: records.len() as u32,
+        };
+        header.encode_into(buf);
+        let crc = crc32fast::hash(&buf[ATTRIBUTES_POS..]);
+        BigEndian::write_u32(&mut buf[CRC_POS..], crc);
+        buf
+    }
+}
+
+impl BatchEncoder {
+    /// Copies a caller-encoded batch and stamps `base_offset` on it (outside the CRC).
+    pub(crate) fn restamp(&mut self, batch: &[u8], base_offset: u64) -> &[u8] {
+        self.buf.clear();
+        self.buf.extend_from_slice(batch);
+        BigEndian::write_u64(&mut self.buf[BASE_OFFSET_POS..], base_offset);
+        &self.buf
+    }
+}
+
+/// Bytes a record takes, including its length prefix.
+fn record_len(record: &Record<'_>, timestamp_delta: i64, offset_delta: i64) -> usize {
+    let body = record_body_len(record, timestamp_delta, offset_delta);
+    varint::encoded_len(body as i64) + body
+}
+
+fn record_body_len(record: &Record<'_>, timestamp_delta: i64, offset_delta: i64) -> usize {
+    let headers: usize = record.headers.iter().map(|h| bytes_len(Some(h.key.as_bytes())) + bytes_len(h.value)).sum();
+    1 + varint::encoded_len(timestamp_delta)
+        + varint::encoded_len(offset_delta)
+        + bytes_len(record.key)
+        + bytes_len(record.value)
+        + varint::encoded_len(record.headers.len() as i64)
+        + headers
+}
+
+fn bytes_len(bytes: Option<&[u8]>) -> usize {
+    match bytes {
+        None => varint::encoded_len(NULL_LENGTH),
+        Some(b) => varint::encoded_len(b.len() as i64) + b.len(),
+    }
+}
+
+fn encode_record(record: &Record<'_>, timestamp_delta: i64, offset_delta: i64, out: &mut Vec<u8>) {
+    varint::encode_into(record_body_len(record, timestamp_delta, offset_delta) as i64, out);
+    out.push(RECORD_ATTRIBUTES);
+    varint::encode_into(timestamp_delta, out);
+    varint::encode_into(offset_delta, out);
+    encode_bytes(record.key, out);
+    encode_bytes(record.value, out);
+    varint::encode_into(record.headers.len() as i64, out);
+    for header in record.headers {
+        encode_bytes(Some(header.key.as_bytes()), out);
+        encode_bytes(header.value, out);
+    }
+}
+
+fn encode_bytes(bytes: Option<&[u8]>, out: &mut Vec<u8>) {
+    match bytes {
+        None => varint::encode_into(NULL_LENGTH, out),
+        Some(b) => {
+            varint::encode_into(b.len() as i64, out);
+            out.extend_from_slice(b);
+        }
+    }
+}
+
+/// Decodes the headers of a record (validated bytes: UTF-8 was checked by [`validate`]).
+pub(crate) fn decode_headers(bytes: &[u8], count: u32) -> impl Iterator<Item = Header<'_>> {
+    let mut c = Cursor { bytes, position: 0, index: 0 };
+    (0..count).map_while(move |_| {
+        let key = c.nullable_bytes().ok()??;
+        let value = c.nullable_bytes().ok()?;
+        Some(Header { key: std::str::from_utf8(&bytes[key]).ok()?, value: value.map(|v| &bytes[v]) })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::ATTR_CREATE_TIME;
+
+    fn encode(base: u64, records: &[Record<'_>], ts: &[i64]) -> Vec<u8> {
+        BatchEncoder::default().encode(base, records, ts, 0).to_vec()
+    }
+
+    #[test]
+    fn header_round_trip() {
+        let header = BatchHeader {
+            base_offset: 1 << 40,
+            batch_length: 1234,
+            magic: 1,
+            crc: 0xdead_beef,
+            attributes: ATTR_CREATE_TIME,
+            last_offset_delta: 9,
+            base_timestamp: -5,
+            max_timestamp: i64::MAX,
+            record_count: 10,
+        };
+        let mut bytes = [0u8; BATCH_HEADER_LEN];
+        header.encode_into(&mut bytes);
+        assert_eq!(BatchHeader::decode_from(&bytes), Some(header));
+        assert_eq!(BatchHeader::decode_from(&bytes[..42]), None);
+    }
+
+    #[test]
+    fn batch_round_trip_with_every_field() {
+        let headers = [Header { key: "h1", value: Some(b"v1") }, Header { key: "h2", value: None }];
+        let records = [
+            Record::new(b"first").with_key(b"k").with_headers(&headers),
+            Record::tombstone(b"gone"),
+            Record { key: None, value: None, headers: &[], timestamp_ms: None },
+        ];
+        let ts = [1000, 999, 1500];
+        let bytes = encode(77, &records, &ts);
+        assert_eq!(bytes.len(), BatchEncoder::encoded_len(&records, |i| ts[i] - ts[0]));
+        let summary = validate(&bytes, Some(77)).expect("valid");
+        assert_eq!(summary.header.record_count, 3);
+        assert_eq!(summary.header.max_timestamp, 1500);
+        assert_eq!(summary.timestamps, Some((999, 1500)));
+        let decoded: Vec<RawRecord> = RecordIter::new(&bytes, &summary.header).map(|r| r.expect("record")).collect();
+        let slice = |r: &Option<Range<usize>>| r.clone().map(|r| &bytes[r]);
+        assert_eq!(slice(&decoded[0].key), Some(&b"k"[..]));
+        assert_eq!(slice(&decoded[0].value), Some(&b"first"[..]));
+        let hs: Vec<Header<'_>> = decode_headers(&bytes[decoded[0].headers.clone()], decoded[0].header_count).collect();
+        assert_eq!(hs, headers);
+        assert_eq!((slice(&decoded[1].key), slice(&decoded[1].value)), (Some(&b"gone"[..]), None));
+        assert_eq!(decoded[2].timestamp_ms, 1500);
+        assert_eq!(decoded.iter().map(|r| r.offset_delta).collect::<Vec<_>>(), [0, 1, 2]);
+    }
+
+    #[test]
+    fn every_single_bit_flip_is_caught() {
+        let bytes = encode(5, &[Record::new(b"abc").with_key(b"k"), Record::new(b"")], &[10, 11]);
+        for bit in 0..bytes.len() * 8 {
+            let mut damaged = bytes.clone();
+            damaged[bit / 8] ^= 1 << (bit % 8);
+            assert!(validate(&damaged, Some(5)).is_err(), "flip of bit {bit} went unnoticed");
+        }
+    }
+
+    #[test]
+    fn stale_batch_with_valid_crc_is_rejected_by_offset() {
+        let bytes = encode(5, &[Record::new(b"abc")], &[10]);
+        let err = validate(&bytes, Some(6)).expect_err("wrong offset");
+        assert_eq!(err, Corruption::UnexpectedOffset { expected: 6, found: 5 });
+        assert!(validate(&bytes, None).is_ok(), "offset is only checked when one is expected");
+    }
+
+    #[test]
+    fn truncated_batches_are_rejected() {
+        let bytes = encode(0, &[Record::new(b"abcdef")], &[10]);
+        for cut in 0..bytes.len() {
+            assert!(validate(&bytes[..cut], Some(0)).is_err(), "cut at {cut} accepted");
+        }
+    }
+
+    #[test]
+    fn records_must_fill_the_batch_exactly() {
+        let mut bytes = encode(0, &[Record::new(b"abc")], &[10]);
+        // One extra byte inside the batch, with the length and CRC fixed up to match.
+        bytes.push(0);
+        let len = (bytes.len() - LOG_OVERHEAD) as u32;
+        BigEndian::write_u32(&mut bytes[BATCH_LENGTH_POS..], len);
+        let crc = crc32fast::hash(&bytes[ATTRIBUTES_POS..]);
+        BigEndian::write_u32(&mut bytes[CRC_POS..], crc);
+        assert!(matches!(validate(&bytes, Some(0)), Err(Corruption::BadRecord { .. })));
+    }
+
+    #[test]
+    fn zero_header_is_recognised() {
+        assert!(BatchHeader::decode_from(&[0u8; BATCH_HEADER_LEN]).expect("43 bytes").is_zero());
+    }
+}

@@ -1,0 +1,155 @@
+//! The machinery the offset and time indexes share (DESIGN.md §6): fixed-size entries appended to a
+//! preallocated mmap'd file, binary search, the structural sanity check, and trimming at seal.
+
+use std::fmt::Debug;
+use std::marker::PhantomData;
+use std::path::Path;
+
+use crate::error::Result;
+use crate::storage::MappedFile;
+
+/// A fixed-size index entry.
+pub(crate) trait IndexEntry: Copy + Eq + Debug {
+    /// Encoded size in bytes.
+    const LEN: usize;
+    /// Decodes from the first `LEN` bytes.
+    fn decode_from(bytes: &[u8]) -> Self;
+    /// Encodes into the first `LEN` bytes.
+    fn encode_into(&self, out: &mut [u8]);
+    /// An entry of all-zero bytes: never written (DESIGN.md §6), so it marks unused space.
+    fn is_zero(&self) -> bool;
+    /// Whether `self` may follow `previous` (the strict ordering of the index).
+    fn may_follow(&self, previous: &Self) -> bool;
+}
+
+/// A sparse index file of `E` entries.
+#[derive(Debug)]
+pub(crate) struct SparseIndex<E> {
+    file: MappedFile,
+    max_entries: u64,
+    _entry: PhantomData<E>,
+}
+
+impl<E: IndexEntry> SparseIndex<E> {
+    /// Creates an empty index file preallocated to `index_bytes` rounded down to whole entries.
+    pub(crate) fn create(path: &Path, index_bytes: u64) -> Result<SparseIndex<E>> {
+        let max_entries = index_bytes / E::LEN as u64;
+        let file = MappedFile::create(path, max_entries * E::LEN as u64)?;
+        Ok(SparseIndex { file, max_entries, _entry: PhantomData })
+    }
+
+    /// Opens an index holding `entries` entries for further appends.
+    pub(crate) fn open_writable(path: &Path, entries: u64, index_bytes: u64) -> Result<SparseIndex<E>> {
+        let max_entries = (index_bytes / E::LEN as u64).max(entries);
+        let file = MappedFile::open_writable(path, entries * E::LEN as u64, max_entries * E::LEN as u64)?;
+        Ok(SparseIndex { file, max_entries, _entry: PhantomData })
+    }
+
+    /// A sealed index of `entries` entries, mapped at first use.
+    pub(crate) fn open_sealed(path: &Path, entries: u64) -> SparseIndex<E> {
+        let file = MappedFile::open_sealed(path, entries * E::LEN as u64);
+        SparseIndex { file, max_entries: entries, _entry: PhantomData }
+    }
+
+    pub(crate) fn entries(&self) -> u64 {
+        self.file.len() / E::LEN as u64
+    }
+
+    /// Whether `reserved` more entries would not fit.
+    pub(crate) fn is_full(&self, reserved: u64) -> bool {
+        self.entries() + reserved >= self.max_entries
+    }
+
+    pub(crate) fn append(&self, entry: E) -> Result<()> {
+        debug_assert!(!entry.is_zero(), "an all-zero entry would read as unused space");
+        debug_assert!(
+            self.last()?.is_none_or(|last| entry.may_follow(&last)),
+            "index entries must increase: {entry:?} after {:?}",
+            self.last()
+        );
+        let mut buf = [0u8; 16];
+        entry.encode_into(&mut buf);
+        self.file.append(&buf[..E::LEN])?;
+        Ok(())
+    }
+
+    pub(crate) fn last(&self) -> Result<Option<E>> {
+        match self.entries() {
+            0 => Ok(None),
+            n => self.get(n - 1),
+        }
+    }
+
+    fn get(&self, i: u64) -> Result<Option<E>> {
+        Ok(self.file.read_with(i * E::LEN as u64, E::LEN, E::decode_from)?)
+    }
+
+    /// The last entry for which `at_or_before` holds, which must be true for a prefix of the entries.
+    pub(crate) fn floor(&self, at_or_before: impl Fn(&E) -> bool) -> Result<Option<E>> {
+        let n = self.entries() as usize;
+        let found = self.file.read_with(0, n * E::LEN, |bytes| {
+            let entry = |i: usize| E::decode_from(&bytes[i * E::LEN..]);
+            let count = partition_point(n, |i| at_or_before(&entry(i)));
+            count.checked_sub(1).map(entry)
+        })?;
+        Ok(found.flatten())
+    }
+
+    /// Every entry, for sanity checks and dumps.
+    pub(crate) fn all(&self) -> Result<Vec<E>> {
+        let n = self.entries() as usize;
+        let entries = self.file.read_with(0, n * E::LEN, |bytes| bytes.chunks_exact(E::LEN).map(E::decode_from).collect())?;
+        Ok(entries.unwrap_or_default())
+    }
+
+    /// Trims the file to its entries and drops the writable map.
+    pub(crate) fn seal(&self) -> Result<()> {
+        self.file.seal()
+    }
+
+    /// Points a sealed index at a rebuilt file of `len` bytes renamed over its path.
+    pub(crate) fn replace_sealed(&self, len: u64) {
+        self.file.replace_sealed(len);
+    }
+
+    pub(crate) fn retire(&self) {
+        self.file.retire()
+    }
+}
+
+/// The number of leading indexes in `0..n` for which `pred` holds (it must hold for a prefix).
+fn partition_point(n: usize, pred: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if pred(mid) { lo = mid + 1 } else { hi = mid }
+    }
+    lo
+}
+
+/// The structural check of an index's entries: strictly ordered, and nothing but zero entries after
+/// the first zero entry (the unused tail of an untrimmed index). Returns the number in use.
+pub(crate) fn check_entries<E: IndexEntry>(entries: &[E]) -> Result<usize, String> {
+    let used = entries.iter().position(E::is_zero).unwrap_or(entries.len());
+    if let Some(i) = entries[used..].iter().position(|e| !e.is_zero()) {
+        return Err(format!("entry {} follows an empty entry", used + i));
+    }
+    match entries[..used].windows(2).position(|w| !w[1].may_follow(&w[0])) {
+        Some(i) => Err(format!("entry {} ({:?}) does not follow {:?}", i + 1, entries[i + 1], entries[i])),
+        None => Ok(used),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_point_finds_the_boundary() {
+        for n in 0..20 {
+            for cut in 0..=n {
+                assert_eq!(partition_point(n, |i| i < cut), cut);
+            }
+        }
+    }
+}

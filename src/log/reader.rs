@@ -1,0 +1,249 @@
+//! Reading records: `LogReader` copies whole batches out of a segment under its read guard, verifies
+//! each (CRC, structure, expected offset) outside the guard, and hands out `RecordView`s that share
+//! the copied chunk. The appender is never blocked, and a reader never sees bytes that can change.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::log::batch::{self, BatchHeader, Header, RawRecord};
+use crate::log::segment::{BatchPos, LogSegment};
+use crate::log::Log;
+
+/// Bytes copied per chunk at most (a larger batch is copied whole).
+const CHUNK_BYTES: u64 = 64 << 10;
+
+/// One record returned by a read. Cheap to clone; keeps its chunk of the log alive.
+#[derive(Clone)]
+pub struct RecordView {
+    chunk: Arc<Vec<u8>>,
+    offset: u64,
+    timestamp_ms: i64,
+    key: Option<Range<u32>>,
+    value: Option<Range<u32>>,
+    headers: Range<u32>,
+    header_count: u32,
+}
+
+impl RecordView {
+    /// The record's offset.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The record's timestamp (ms since the Unix epoch).
+    pub fn timestamp_ms(&self) -> i64 {
+        self.timestamp_ms
+    }
+
+    /// The key, if any.
+    pub fn key(&self) -> Option<&[u8]> {
+        self.key.clone().map(|r| &self.chunk[r.start as usize..r.end as usize])
+    }
+
+    /// The value (`None` for a tombstone).
+    pub fn value(&self) -> Option<&[u8]> {
+        self.value.clone().map(|r| &self.chunk[r.start as usize..r.end as usize])
+    }
+
+    /// The headers, in order.
+    pub fn headers(&self) -> impl Iterator<Item = Header<'_>> {
+        let bytes = &self.chunk[self.headers.start as usize..self.headers.end as usize];
+        batch::decode_headers(bytes, self.header_count)
+    }
+}
+
+impl fmt::Debug for RecordView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RecordView")
+            .field("offset", &self.offset)
+            .field("timestamp_ms", &self.timestamp_ms)
+            .field("key", &self.key())
+            .field("value_len", &self.value().map(<[u8]>::len))
+            .field("header_count", &self.header_count)
+            .finish()
+    }
+}
+
+/// Iterator over the records of one [`Log::read`]. Ends at the visible end the read started with,
+/// or when `max_bytes` of batches were returned (at least one batch always is). After an error it
+/// returns `None`.
+pub struct LogReader<'a> {
+    log: &'a Log,
+    /// The next offset to return; records below it are skipped.
+    cursor: u64,
+    /// Offsets at or past this are never returned.
+    upper: u64,
+    /// Bytes of batches that may still be returned.
+    budget: u64,
+    /// Whether a batch has been taken (the first is taken whatever its size).
+    started: bool,
+    /// Where the next chunk starts, if known.
+    resume: Option<(Arc<LogSegment>, BatchPos)>,
+    chunk: Arc<Vec<u8>>,
+    /// The copied chunk: where it came from, and the next batch in it.
+    chunk_origin: Option<(Arc<LogSegment>, BatchPos)>,
+    chunk_position: usize,
+    /// Records of the current batch, decoded while validating it; `records_next` is the next one.
+    records: Vec<RawRecord>,
+    records_next: usize,
+    batch_base: u64,
+    /// The offset after the current batch: the cursor moves there once its records are used up.
+    batch_next: u64,
+    batch_start: usize,
+    done: bool,
+}
+
+impl<'a> LogReader<'a> {
+    pub(crate) fn new(log: &'a Log, offset: u64, upper: u64, max_bytes: u64) -> LogReader<'a> {
+        LogReader {
+            log,
+            cursor: offset,
+            upper,
+            budget: max_bytes,
+            started: false,
+            resume: None,
+            chunk: Arc::new(Vec::new()),
+            chunk_origin: None,
+            chunk_position: 0,
+            records: Vec::new(),
+            records_next: 0,
+            batch_base: 0,
+            batch_next: 0,
+            batch_start: 0,
+            done: false,
+        }
+    }
+
+    /// The offset the next record will have at the earliest (where to continue reading).
+    pub fn next_offset(&self) -> u64 {
+        self.cursor
+    }
+
+    fn next_record(&mut self) -> Result<Option<RecordView>> {
+        loop {
+            if let Some(view) = self.take_decoded() {
+                return Ok(Some(view));
+            }
+            if !self.next_batch()? && !self.fetch_chunk()? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// The next decoded record of the current batch at or after the cursor.
+    fn take_decoded(&mut self) -> Option<RecordView> {
+        while let Some(raw) = self.records.get(self.records_next) {
+            self.records_next += 1;
+            let offset = self.batch_base + u64::from(raw.offset_delta);
+            if offset >= self.upper {
+                self.records_next = self.records.len();
+                return None;
+            }
+            if offset < self.cursor {
+                continue;
+            }
+            self.cursor = offset + 1;
+            let at = |r: &Range<usize>| (self.batch_start + r.start) as u32..(self.batch_start + r.end) as u32;
+            return Some(RecordView {
+                chunk: Arc::clone(&self.chunk),
+                offset,
+                timestamp_ms: raw.timestamp_ms,
+                key: raw.key.as_ref().map(at),
+                value: raw.value.as_ref().map(at),
+                headers: at(&raw.headers),
+                header_count: raw.header_count,
+            });
+        }
+        // Offsets the cleaner removed at the end of the batch are skipped too.
+        self.cursor = self.cursor.max(self.batch_next.min(self.upper));
+        None
+    }
+
+    /// Validates and decodes the next batch of the chunk. `false` if the chunk is used up.
+    fn next_batch(&mut self) -> Result<bool> {
+        let Some((segment, origin)) = &mut self.chunk_origin else { return Ok(false) };
+        let start = self.chunk_position;
+        if start >= self.chunk.len() {
+            self.chunk_origin = None;
+            return Ok(false);
+        }
+        let bytes = &self.chunk[start..];
+        let position = origin.position + start as u64;
+        self.records.clear();
+        let summary = batch::validate_into(bytes, Some(origin.expected), &mut self.records)
+            .map_err(|reason| Error::corrupt(segment.log_path(), position, reason))?;
+        let header: BatchHeader = summary.header;
+        origin.expected = header.next_offset();
+        self.chunk_position += header.size() as usize;
+        self.batch_start = start;
+        self.batch_base = header.base_offset;
+        self.batch_next = header.next_offset();
+        self.records_next = 0;
+        Ok(true)
+    }
+
+    /// Copies the next chunk of batches. `false` when the read is complete.
+    fn fetch_chunk(&mut self) -> Result<bool> {
+        // A segment can be retired (deleted) under us: re-resolve, which ends in OffsetOutOfRange.
+        for _ in 0..16 {
+            if self.cursor >= self.upper || (self.started && self.budget == 0) {
+                return Ok(false);
+            }
+            let (segment, at) = match self.resume.take() {
+                Some(resume) => resume,
+                None => match self.log.locate(self.cursor, self.upper)? {
+                    Some(found) => found,
+                    None => return Ok(false),
+                },
+            };
+            // Reuse the chunk buffer unless a returned RecordView still holds it.
+            if Arc::strong_count(&self.chunk) > 1 {
+                self.chunk = Arc::new(Vec::new());
+            }
+            let buf = Arc::make_mut(&mut self.chunk);
+            buf.clear();
+            let limit = self.budget.min(CHUNK_BYTES);
+            let Some(end) = segment.copy_batches(at, self.upper, limit, self.budget, !self.started, buf)? else {
+                continue;
+            };
+            if end.bytes == 0 {
+                if !end.end_of_data {
+                    return Ok(false);
+                }
+                // This segment is exhausted: continue in the next one.
+                self.cursor = self.cursor.max(end.next.expected);
+                continue;
+            }
+            self.budget = self.budget.saturating_sub(end.bytes);
+            self.started = true;
+            self.resume = Some((Arc::clone(&segment), end.next));
+            self.chunk_origin = Some((segment, at));
+            self.chunk_position = 0;
+            return Ok(true);
+        }
+        Err(Error::OffsetOutOfRange { requested: self.cursor, start: self.log.start_offset(), next: self.upper })
+    }
+}
+
+impl Iterator for LogReader<'_> {
+    type Item = Result<RecordView>;
+
+    fn next(&mut self) -> Option<Result<RecordView>> {
+        if self.done {
+            return None;
+        }
+        match self.next_record() {
+            Ok(Some(view)) => Some(Ok(view)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
