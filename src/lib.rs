@@ -1,17 +1,20 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
+pub mod bench;
 mod clock;
 mod config;
 mod error;
 pub mod format;
 mod log;
 mod storage;
+#[cfg(feature = "cli")]
+pub mod tools;
 
 pub use clock::{Clock, ManualClock};
 pub use config::LogConfig;
 pub use error::{Corruption, Error, Result};
 pub use log::{
     AppendInfo, BatchHeader, Checkpoint, CleanShutdown, Header, Log, LogReader, OffsetEntry, Record,
-    RecordView, RecoveryReport, TimeEntry,
+    RecordView, RecoveryReport, TimeEntry, encode_batch,
 };

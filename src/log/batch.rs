@@ -414,6 +414,28 @@ impl BatchEncoder {
     }
 }
 
+/// Encodes `records` as one batch for [`Log::append_batch`](crate::Log::append_batch), the way a
+/// producer does: records without a timestamp get `now_ms`, and the batch is marked create time.
+/// The base offset is left 0; the log assigns it.
+///
+/// ```
+/// # fn main() -> strata_log::Result<()> {
+/// let dir = tempfile::tempdir().unwrap();
+/// let log = strata_log::Log::open(dir.path(), strata_log::LogConfig::default())?;
+/// let now = strata_log::Clock::system().now_ms();
+/// let batch = strata_log::encode_batch(&[strata_log::Record::new(b"pre-encoded")], now)?;
+/// assert_eq!(log.append_batch(&batch)?.base_offset, 0);
+/// # Ok(())
+/// # }
+/// ```
+pub fn encode_batch(records: &[Record<'_>], now_ms: i64) -> crate::Result<Vec<u8>> {
+    if records.is_empty() {
+        return Err(crate::Error::EmptyBatch);
+    }
+    let timestamps: Vec<i64> = records.iter().map(|r| r.timestamp_ms.unwrap_or(now_ms)).collect();
+    Ok(BatchEncoder::default().encode(0, records, &timestamps, crate::format::ATTR_CREATE_TIME).to_vec())
+}
+
 impl BatchEncoder {
     /// Copies a caller-encoded batch and stamps `base_offset` on it (outside the CRC).
     pub(crate) fn restamp(&mut self, batch: &[u8], base_offset: u64) -> &[u8] {

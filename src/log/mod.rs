@@ -22,7 +22,7 @@ use crossbeam_skiplist::SkipMap;
 use fs2::FileExt;
 use parking_lot::Mutex;
 
-pub use batch::{BatchHeader, Header, Record};
+pub use batch::{BatchHeader, Header, Record, encode_batch};
 pub use checkpoint::{Checkpoint, CleanShutdown};
 pub use load::RecoveryReport;
 pub use offset_index::OffsetEntry;
@@ -84,6 +84,11 @@ pub struct Log {
     /// Every offset below this is fsynced, data and directory entries.
     durable_offset: AtomicU64,
     start_offset: AtomicU64,
+    /// Segments rolled away from but not yet sealed, oldest first.
+    rolled: Mutex<Vec<Arc<LogSegment>>>,
+    /// Held while sealing rolled segments, so when one `seal_rolled` returns, every segment rolled
+    /// before it was sealed (by it or by the call it waited for).
+    seal_lock: Mutex<()>,
     /// The checkpoint as last written; its lock serialises checkpoint writes.
     checkpoint: Mutex<Checkpoint>,
     /// A segment was created since the directory was last fsynced. `dir_sync` serialises the fsync
@@ -143,6 +148,8 @@ impl Log {
             visible_end: AtomicU64::new(next),
             durable_offset: AtomicU64::new(next),
             start_offset: AtomicU64::new(loaded.log_start_offset),
+            rolled: Mutex::new(Vec::new()),
+            seal_lock: Mutex::new(()),
             checkpoint: Mutex::new(checkpoint),
             dir_dirty: AtomicBool::new(false),
             dir_sync: Mutex::new(()),
@@ -299,7 +306,7 @@ impl Log {
             let segment = Arc::new(LogSegment::create(&self.dir, base, &self.config, size)?);
             self.dir_dirty.store(true, Ordering::Release);
             self.segments.insert(base, Arc::clone(&segment));
-            *active = segment;
+            self.rolled.lock().push(std::mem::replace(active, segment));
             *rolled = Some(base);
         }
         active.reserve(size)?;
@@ -315,12 +322,24 @@ impl Log {
     /// checkpoint.
     fn finish_roll(&self, new_base: Option<u64>) -> Result<()> {
         let Some(new_base) = new_base else { return Ok(()) };
-        for entry in self.segments.range(self.durable_floor()..new_base) {
-            entry.value().seal().map_err(|e| self.poison(e))?;
-        }
+        self.seal_rolled()?;
         self.sync_dir_if_dirty()?;
         self.durable_offset.fetch_max(new_base, Ordering::AcqRel);
         self.write_checkpoint()
+    }
+
+    /// Seals every segment rolled away from so far, oldest first.
+    fn seal_rolled(&self) -> Result<()> {
+        let _sealing = self.seal_lock.lock();
+        loop {
+            let next = {
+                let rolled = self.rolled.lock();
+                rolled.first().cloned()
+            };
+            let Some(segment) = next else { return Ok(()) };
+            segment.seal().map_err(|e| self.poison(e))?;
+            self.rolled.lock().remove(0);
+        }
     }
 
     /// Base offset of the segment holding the durable offset: nothing below it needs a flush.
@@ -433,6 +452,7 @@ impl Log {
             return Err(Error::Poisoned);
         }
         self.flush_all()?;
+        self.seal_rolled()?;
         app.active.seal().map_err(|e| self.poison(e))?;
         self.write_checkpoint()?;
         let marker = CleanShutdown {
@@ -489,6 +509,7 @@ fn prepare_dir(dir: &Path) -> Result<()> {
         Ok(meta) if meta.is_dir() => return Ok(()),
         Ok(_) => return Err(Error::NotADirectory { path: dir.to_path_buf() }),
         Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) if e.kind() == ErrorKind::NotADirectory => return Err(Error::NotADirectory { path: dir.to_path_buf() }),
         Err(e) => return Err(Error::io("stat", dir)(e)),
     }
     let mut missing = vec![dir];
