@@ -60,7 +60,10 @@ pub fn run(options: &BenchOptions, progress: &mut dyn FnMut(&str, u64, u64)) -> 
         let mut appends = Vec::new();
         let mut reads = Vec::new();
         for _ in 0..options.runs.max(1) {
-            let dir = tempfile::Builder::new().prefix("strata-bench-").tempdir_in(&parent).map_err(Error::io("create", &parent))?;
+            let dir = tempfile::Builder::new()
+                .prefix("strata-bench-")
+                .tempdir_in(&parent)
+                .map_err(Error::io("create", &parent))?;
             let log = Log::open(dir.path(), LogConfig::default())?;
             appends.push(append_phase(&log, options, size, progress)?);
             reads.push(read_phase(&log, size, progress)?);
@@ -72,7 +75,12 @@ pub fn run(options: &BenchOptions, progress: &mut dyn FnMut(&str, u64, u64)) -> 
     Ok(results)
 }
 
-fn append_phase(log: &Log, options: &BenchOptions, size: usize, progress: &mut dyn FnMut(&str, u64, u64)) -> Result<BenchResult> {
+fn append_phase(
+    log: &Log,
+    options: &BenchOptions,
+    size: usize,
+    progress: &mut dyn FnMut(&str, u64, u64),
+) -> Result<BenchResult> {
     let name = format!("append_{}", size_name(size));
     let value = vec![0xa5u8; size];
     let records: Vec<Record<'_>> = (0..options.batch.max(1)).map(|_| Record::new(&value)).collect();
@@ -143,7 +151,7 @@ fn median(mut runs: Vec<BenchResult>) -> BenchResult {
 }
 
 fn size_name(size: usize) -> String {
-    if size >= 1024 && size % 1024 == 0 { format!("{}KiB", size / 1024) } else { format!("{size}B") }
+    if size >= 1024 && size.is_multiple_of(1024) { format!("{}KiB", size / 1024) } else { format!("{size}B") }
 }
 
 #[cfg(test)]

@@ -15,6 +15,6 @@ pub use clock::{Clock, ManualClock};
 pub use config::LogConfig;
 pub use error::{Corruption, Error, Result};
 pub use log::{
-    AppendInfo, BatchHeader, Checkpoint, CleanShutdown, Header, Log, LogReader, OffsetEntry, Record,
-    RecordView, RecoveryReport, TimeEntry, encode_batch,
+    AppendInfo, BatchHeader, Checkpoint, CleanShutdown, Header, Log, LogReader, OffsetEntry, Record, RecordView,
+    RecoveryReport, TimeEntry, encode_batch,
 };

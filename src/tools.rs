@@ -105,7 +105,8 @@ mod tests {
         assert_eq!(String::from_utf8(out).expect("utf8"), "1\ttwo\n2\tthree\n");
         let mut out = Vec::new();
         consume(&log, None, true, &mut out).expect("consume");
-        let first: serde_json::Value = serde_json::from_slice(out.split(|&b| b == b'\n').next().expect("line")).expect("json");
+        let first: serde_json::Value =
+            serde_json::from_slice(out.split(|&b| b == b'\n').next().expect("line")).expect("json");
         assert_eq!(first["offset"], 0);
         assert_eq!(first["value"], "one");
     }

@@ -19,7 +19,11 @@ enum Op {
 fn record() -> impl Strategy<Value = Owned> {
     let bytes = proptest::collection::vec(any::<u8>(), 0..300);
     let header = ("[a-z]{0,6}", proptest::option::of(proptest::collection::vec(any::<u8>(), 0..8)));
-    (proptest::option::of(proptest::collection::vec(any::<u8>(), 0..16)), proptest::option::of(bytes), proptest::collection::vec(header, 0..3))
+    (
+        proptest::option::of(proptest::collection::vec(any::<u8>(), 0..16)),
+        proptest::option::of(bytes),
+        proptest::collection::vec(header, 0..3),
+    )
         .prop_map(|(key, value, headers)| Owned { key, value, headers })
 }
 

@@ -105,7 +105,10 @@ fn run(command: Command) -> strata_log::Result<()> {
 
 fn run_bench(options: &BenchOptions) -> strata_log::Result<Vec<BenchResult>> {
     let bar = if io::stderr().is_terminal() { ProgressBar::new(0) } else { ProgressBar::hidden() };
-    bar.set_style(ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len}").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
     let results = bench::run(options, &mut |phase, done, total| {
         bar.set_message(phase.to_owned());
         bar.set_length(total);
@@ -116,7 +119,10 @@ fn run_bench(options: &BenchOptions) -> strata_log::Result<Vec<BenchResult>> {
 }
 
 fn print_table(results: &[BenchResult]) {
-    println!("{:<16} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10}", "phase", "records", "records/s", "MB/s", "p50 µs", "p99 µs", "p99.9 µs");
+    println!(
+        "{:<16} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10}",
+        "phase", "records", "records/s", "MB/s", "p50 µs", "p99 µs", "p99.9 µs"
+    );
     for r in results {
         println!(
             "{:<16} {:>12} {:>14.0} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",

@@ -196,14 +196,22 @@ pub(crate) fn validate(bytes: &[u8], expected: Option<u64>) -> Result<BatchSumma
 }
 
 /// [`validate`], also collecting the decoded records into `records` (cleared first by the caller).
-pub(crate) fn validate_into(bytes: &[u8], expected: Option<u64>, records: &mut Vec<RawRecord>) -> Result<BatchSummary, Corruption> {
+pub(crate) fn validate_into(
+    bytes: &[u8],
+    expected: Option<u64>,
+    records: &mut Vec<RawRecord>,
+) -> Result<BatchSummary, Corruption> {
     validate_records(bytes, expected, Some(records))
 }
 
-fn validate_records(bytes: &[u8], expected: Option<u64>, records: Option<&mut Vec<RawRecord>>) -> Result<BatchSummary, Corruption> {
+fn validate_records(
+    bytes: &[u8],
+    expected: Option<u64>,
+    records: Option<&mut Vec<RawRecord>>,
+) -> Result<BatchSummary, Corruption> {
     let available = bytes.len() as u64;
-    let header = BatchHeader::decode_from(bytes)
-        .ok_or(Corruption::BadLength { length: BATCH_HEADER_LEN as u64, available })?;
+    let header =
+        BatchHeader::decode_from(bytes).ok_or(Corruption::BadLength { length: BATCH_HEADER_LEN as u64, available })?;
     header.check(available, expected)?;
     let batch = &bytes[..header.size() as usize];
     let computed = crc32fast::hash(&batch[ATTRIBUTES_POS..]);
@@ -218,7 +226,11 @@ fn validate_records(bytes: &[u8], expected: Option<u64>, records: Option<&mut Ve
 }
 
 /// Decodes every record of a CRC-checked batch and checks the offset-delta rules.
-fn check_records(batch: &[u8], header: &BatchHeader, mut out: Option<&mut Vec<RawRecord>>) -> Result<Option<(i64, i64)>, Corruption> {
+fn check_records(
+    batch: &[u8],
+    header: &BatchHeader,
+    mut out: Option<&mut Vec<RawRecord>>,
+) -> Result<Option<(i64, i64)>, Corruption> {
     if !header.is_cleaner() {
         if header.record_count == 0 {
             return Err(Corruption::BadOffsetDeltas("a producer batch has no records"));
@@ -254,16 +266,47 @@ fn check_records(batch: &[u8], header: &BatchHeader, mut out: Option<&mut Vec<Ra
     Ok(timestamps)
 }
 
-/// One decoded record: positions are relative to the start of its batch.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A byte range inside a batch or chunk (batches are at most 64 MiB, so u32 suffices), or null.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    start: u32,
+    len: u32,
+}
+
+impl Span {
+    const NULL_LEN: u32 = u32::MAX;
+    pub(crate) const NULL: Span = Span { start: 0, len: Span::NULL_LEN };
+
+    fn of(range: Option<Range<usize>>) -> Span {
+        range.map_or(Span::NULL, |r| Span { start: r.start as u32, len: (r.end - r.start) as u32 })
+    }
+
+    /// The same span in a buffer where the batch starts at `base`.
+    #[inline]
+    pub(crate) fn shifted(self, base: usize) -> Span {
+        if self.len == Span::NULL_LEN { self } else { Span { start: self.start + base as u32, len: self.len } }
+    }
+
+    /// The bytes of the span in `bytes`; `None` if null (or, defensively, out of bounds).
+    #[inline]
+    pub(crate) fn get(self, bytes: &[u8]) -> Option<&[u8]> {
+        if self.len == Span::NULL_LEN {
+            return None;
+        }
+        bytes.get(self.start as usize..self.start as usize + self.len as usize)
+    }
+}
+
+/// One decoded record: spans are relative to the start of its batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RawRecord {
-    pub offset_delta: u32,
     pub timestamp_ms: i64,
-    pub key: Option<Range<usize>>,
-    pub value: Option<Range<usize>>,
-    /// The encoded headers (after the count).
-    pub headers: Range<usize>,
+    pub offset_delta: u32,
     pub header_count: u32,
+    pub key: Span,
+    pub value: Span,
+    /// The encoded headers (after the count).
+    pub headers: Span,
 }
 
 /// Decodes the records of a batch in order. Stops after `record_count` records or the first error.
@@ -286,6 +329,7 @@ impl<'a> RecordIter<'a> {
         }
     }
 
+    #[inline]
     fn decode_one(&mut self) -> Result<RawRecord, Corruption> {
         let index = self.index;
         let bad = |what| Corruption::BadRecord { index, what };
@@ -313,7 +357,14 @@ impl<'a> RecordIter<'a> {
             return Err(bad("record length disagrees with its fields"));
         }
         self.position = end;
-        Ok(RawRecord { offset_delta, timestamp_ms, key, value, headers: headers_start..end, header_count })
+        Ok(RawRecord {
+            timestamp_ms,
+            offset_delta,
+            header_count,
+            key: Span::of(key),
+            value: Span::of(value),
+            headers: Span::of(Some(headers_start..end)),
+        })
     }
 }
 
@@ -339,13 +390,16 @@ struct Cursor<'a> {
 }
 
 impl Cursor<'_> {
+    #[inline]
     fn varint(&mut self) -> Result<i64, Corruption> {
         let rest = self.bytes.get(self.position..).unwrap_or_default();
-        let (value, len) = varint::decode_from(rest).ok_or(Corruption::BadRecord { index: self.index, what: "bad varint" })?;
+        let (value, len) =
+            varint::decode_from(rest).ok_or(Corruption::BadRecord { index: self.index, what: "bad varint" })?;
         self.position += len;
         Ok(value)
     }
 
+    #[inline]
     fn take(&mut self, len: usize) -> Result<Range<usize>, Corruption> {
         let end = self.position.checked_add(len).filter(|&e| e <= self.bytes.len());
         let end = end.ok_or(Corruption::BadRecord { index: self.index, what: "field past the record" })?;
@@ -355,6 +409,7 @@ impl Cursor<'_> {
     }
 
     /// A length varint: `None` for −1, an error for other negatives.
+    #[inline]
     fn length(&mut self) -> Result<Option<usize>, Corruption> {
         match self.varint()? {
             NULL_LENGTH => Ok(None),
@@ -363,6 +418,7 @@ impl Cursor<'_> {
         }
     }
 
+    #[inline]
     fn nullable_bytes(&mut self) -> Result<Option<Range<usize>>, Corruption> {
         match self.length()? {
             None => Ok(None),
@@ -385,7 +441,13 @@ impl BatchEncoder {
     }
 
     /// Encodes `records` with `timestamps[i]` for record `i`, returning the batch bytes.
-    pub(crate) fn encode(&mut self, base_offset: u64, records: &[Record<'_>], timestamps: &[i64], attributes: u16) -> &[u8] {
+    pub(crate) fn encode(
+        &mut self,
+        base_offset: u64,
+        records: &[Record<'_>],
+        timestamps: &[i64],
+        attributes: u16,
+    ) -> &[u8] {
         debug_assert_eq!(records.len(), timestamps.len(), "one timestamp per record");
         debug_assert!(!records.is_empty(), "batches are never empty");
         let base_timestamp = timestamps[0];
@@ -547,12 +609,12 @@ mod tests {
         assert_eq!(summary.header.max_timestamp, 1500);
         assert_eq!(summary.timestamps, Some((999, 1500)));
         let decoded: Vec<RawRecord> = RecordIter::new(&bytes, &summary.header).map(|r| r.expect("record")).collect();
-        let slice = |r: &Option<Range<usize>>| r.clone().map(|r| &bytes[r]);
-        assert_eq!(slice(&decoded[0].key), Some(&b"k"[..]));
-        assert_eq!(slice(&decoded[0].value), Some(&b"first"[..]));
-        let hs: Vec<Header<'_>> = decode_headers(&bytes[decoded[0].headers.clone()], decoded[0].header_count).collect();
+        assert_eq!(decoded[0].key.get(&bytes), Some(&b"k"[..]));
+        assert_eq!(decoded[0].value.get(&bytes), Some(&b"first"[..]));
+        let header_bytes = decoded[0].headers.get(&bytes).expect("headers");
+        let hs: Vec<Header<'_>> = decode_headers(header_bytes, decoded[0].header_count).collect();
         assert_eq!(hs, headers);
-        assert_eq!((slice(&decoded[1].key), slice(&decoded[1].value)), (Some(&b"gone"[..]), None));
+        assert_eq!((decoded[1].key.get(&bytes), decoded[1].value.get(&bytes)), (Some(&b"gone"[..]), None));
         assert_eq!(decoded[2].timestamp_ms, 1500);
         assert_eq!(decoded.iter().map(|r| r.offset_delta).collect::<Vec<_>>(), [0, 1, 2]);
     }

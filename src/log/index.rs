@@ -81,7 +81,7 @@ impl<E: IndexEntry> SparseIndex<E> {
     }
 
     fn get(&self, i: u64) -> Result<Option<E>> {
-        Ok(self.file.read_with(i * E::LEN as u64, E::LEN, E::decode_from)?)
+        self.file.read_with(i * E::LEN as u64, E::LEN, E::decode_from)
     }
 
     /// The last entry for which `at_or_before` holds, which must be true for a prefix of the entries.
@@ -98,7 +98,8 @@ impl<E: IndexEntry> SparseIndex<E> {
     /// Every entry, for sanity checks and dumps.
     pub(crate) fn all(&self) -> Result<Vec<E>> {
         let n = self.entries() as usize;
-        let entries = self.file.read_with(0, n * E::LEN, |bytes| bytes.chunks_exact(E::LEN).map(E::decode_from).collect())?;
+        let entries =
+            self.file.read_with(0, n * E::LEN, |bytes| bytes.chunks_exact(E::LEN).map(E::decode_from).collect())?;
         Ok(entries.unwrap_or_default())
     }
 

@@ -9,8 +9,7 @@ use crate::config::LogConfig;
 use crate::error::{Corruption, Error, Result};
 use crate::format::{
     CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, MAX_SEGMENT_BYTES,
-    OFFSET_INDEX_ENTRY_LEN, PREALLOC_SUFFIX, TIME_INDEX_ENTRY_LEN, TIME_INDEX_SUFFIX, TMP_SUFFIX,
-    parse_file_name,
+    OFFSET_INDEX_ENTRY_LEN, PREALLOC_SUFFIX, TIME_INDEX_ENTRY_LEN, TIME_INDEX_SUFFIX, TMP_SUFFIX, parse_file_name,
 };
 use crate::log::checkpoint::{Checkpoint, CleanShutdown};
 use crate::log::segment::{self, LogSegment, SegmentPaths};
@@ -79,7 +78,11 @@ pub(crate) fn load(dir: &Path, config: &LogConfig) -> Result<Loaded> {
     let start = checkpoint.map_or(0, |c| c.log_start_offset).max(loaded.segments[0].base_offset());
     loaded.log_start_offset = start;
     if start > loaded.next_offset {
-        tracing::warn!(start, end = loaded.next_offset, "log start offset is past the recovered end; starting an empty log there");
+        tracing::warn!(
+            start,
+            end = loaded.next_offset,
+            "log start offset is past the recovered end; starting an empty log there"
+        );
         loaded = restart_empty_at(dir, loaded, start, config, &mut report)?;
     }
     report.segments_loaded = loaded.segments.len() as u64;
@@ -160,7 +163,11 @@ fn list_segments(dir: &Path) -> Result<Vec<SegmentFile>> {
             let path = dir.join(&name);
             let len = fs::metadata(&path).map_err(Error::io("stat", &path))?.len();
             if len > MAX_SEGMENT_BYTES {
-                return Err(Error::corrupt(path, MAX_SEGMENT_BYTES, Corruption::BadLength { length: len, available: MAX_SEGMENT_BYTES }));
+                return Err(Error::corrupt(
+                    path,
+                    MAX_SEGMENT_BYTES,
+                    Corruption::BadLength { length: len, available: MAX_SEGMENT_BYTES },
+                ));
             }
             files.push(SegmentFile { base, len });
         }
@@ -171,7 +178,12 @@ fn list_segments(dir: &Path) -> Result<Vec<SegmentFile>> {
 
 /// Step 3, cheap part: every segment has both indexes, each a whole number of entries; otherwise
 /// they are rebuilt now (the full check of sealed segments runs at their first read).
-fn check_cheap_indexes(dir: &Path, files: &[SegmentFile], config: &LogConfig, report: &mut RecoveryReport) -> Result<()> {
+fn check_cheap_indexes(
+    dir: &Path,
+    files: &[SegmentFile],
+    config: &LogConfig,
+    report: &mut RecoveryReport,
+) -> Result<()> {
     for file in files {
         let paths = SegmentPaths::new(dir, file.base);
         let whole = |path: &Path, entry: usize| fs::metadata(path).is_ok_and(|m| m.len() % entry as u64 == 0);
@@ -212,7 +224,13 @@ fn scan_file(dir: &Path, file: SegmentFile, config: &LogConfig) -> Result<segmen
 
 /// Step 4, clean case: the marker is valid and matches the active segment exactly. Returns the
 /// next offset, or `None` if the shutdown must be treated as unclean.
-fn clean_end(dir: &Path, last: SegmentFile, marker: Option<CleanShutdown>, config: &LogConfig, report: &mut RecoveryReport) -> Result<Option<u64>> {
+fn clean_end(
+    dir: &Path,
+    last: SegmentFile,
+    marker: Option<CleanShutdown>,
+    config: &LogConfig,
+    report: &mut RecoveryReport,
+) -> Result<Option<u64>> {
     let Some(marker) = marker else { return Ok(None) };
     if marker.active_base != last.base || u64::from(marker.active_len) != last.len {
         tracing::warn!(?marker, last.base, last.len, "clean-shutdown marker does not match the active segment");
@@ -257,12 +275,23 @@ fn open_segments(dir: &Path, files: &[SegmentFile], next_offset: u64, config: &L
 fn fresh(dir: &Path, start: u64, config: &LogConfig) -> Result<Loaded> {
     let segment = LogSegment::create(dir, start, config, 0)?;
     storage::sync_dir(dir)?;
-    Ok(Loaded { segments: vec![segment], next_offset: start, log_start_offset: start, report: RecoveryReport::default() })
+    Ok(Loaded {
+        segments: vec![segment],
+        next_offset: start,
+        log_start_offset: start,
+        report: RecoveryReport::default(),
+    })
 }
 
 /// Step 4, unclean case: validate from the segment holding the recovery point; cut the log at the
 /// first invalid batch at or past it; fail on damage below it.
-fn recover(dir: &Path, mut files: Vec<SegmentFile>, recovery_point: u64, config: &LogConfig, report: &mut RecoveryReport) -> Result<Loaded> {
+fn recover(
+    dir: &Path,
+    mut files: Vec<SegmentFile>,
+    recovery_point: u64,
+    config: &LogConfig,
+    report: &mut RecoveryReport,
+) -> Result<Loaded> {
     let first = files.iter().rposition(|f| f.base <= recovery_point).unwrap_or(0);
     tracing::info!(dir = %dir.display(), recovery_point, from_segment = files[first].base, "unclean shutdown: scanning");
     let mut expected = files[first].base;
@@ -272,7 +301,13 @@ fn recover(dir: &Path, mut files: Vec<SegmentFile>, recovery_point: u64, config:
         if file.base != expected {
             tracing::warn!(expected, found = file.base, "segment does not continue the log; the log ends before it");
             let previous = SegmentFile { base: files[i - 1].base, len: files[i - 1].len };
-            check_not_acknowledged(dir, previous, expected, recovery_point, Corruption::SegmentGap { expected, found: file.base })?;
+            check_not_acknowledged(
+                dir,
+                previous,
+                expected,
+                recovery_point,
+                Corruption::SegmentGap { expected, found: file.base },
+            )?;
             keep = i;
             break;
         }
@@ -314,7 +349,13 @@ fn recover(dir: &Path, mut files: Vec<SegmentFile>, recovery_point: u64, config:
 }
 
 /// Damage that ends the log at `end` is acceptable only at or past the recovery point.
-fn check_not_acknowledged(dir: &Path, file: SegmentFile, end: u64, recovery_point: u64, reason: Corruption) -> Result<()> {
+fn check_not_acknowledged(
+    dir: &Path,
+    file: SegmentFile,
+    end: u64,
+    recovery_point: u64,
+    reason: Corruption,
+) -> Result<()> {
     if end >= recovery_point {
         return Ok(());
     }
@@ -346,7 +387,13 @@ fn remove_segment(dir: &Path, file: SegmentFile, config: &LogConfig, report: &mu
 }
 
 /// Step 5: the log start offset is past everything recovered: drop it all and start there.
-fn restart_empty_at(dir: &Path, loaded: Loaded, start: u64, config: &LogConfig, report: &mut RecoveryReport) -> Result<Loaded> {
+fn restart_empty_at(
+    dir: &Path,
+    loaded: Loaded,
+    start: u64,
+    config: &LogConfig,
+    report: &mut RecoveryReport,
+) -> Result<Loaded> {
     for segment in loaded.segments {
         let file = SegmentFile { base: segment.base_offset(), len: segment.size() };
         segment.retire();

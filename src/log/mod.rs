@@ -143,7 +143,12 @@ impl Log {
         Ok(Log {
             dir,
             segments,
-            appender: Mutex::new(Appender { active, encoder: BatchEncoder::default(), timestamps: Vec::new(), clock_floor_ms: 0 }),
+            appender: Mutex::new(Appender {
+                active,
+                encoder: BatchEncoder::default(),
+                timestamps: Vec::new(),
+                clock_floor_ms: 0,
+            }),
             next_offset: AtomicU64::new(next),
             visible_end: AtomicU64::new(next),
             durable_offset: AtomicU64::new(next),
@@ -296,7 +301,13 @@ impl Log {
 
     /// Stores an encoded batch stamped with the next offset, rolling first if needed. On a roll the
     /// new segment's base goes to `rolled`, for [`Log::finish_roll`] after the lock is released.
-    fn store(&self, active: &mut Arc<LogSegment>, bytes: &[u8], now_ms: i64, rolled: &mut Option<u64>) -> Result<AppendInfo> {
+    fn store(
+        &self,
+        active: &mut Arc<LogSegment>,
+        bytes: &[u8],
+        now_ms: i64,
+        rolled: &mut Option<u64>,
+    ) -> Result<AppendInfo> {
         let header = BatchHeader::decode_from(bytes).ok_or(Error::EmptyBatch)?;
         let size = header.size();
         let base = header.base_offset;
@@ -314,7 +325,12 @@ impl Log {
         active.append(bytes, &header).map_err(|e| self.poison(e))?;
         self.next_offset.store(next, Ordering::Release);
         self.visible_end.store(next, Ordering::Release);
-        Ok(AppendInfo { base_offset: base, last_offset: next - 1, max_timestamp_ms: header.max_timestamp, append_time_ms: now_ms })
+        Ok(AppendInfo {
+            base_offset: base,
+            last_offset: next - 1,
+            max_timestamp_ms: header.max_timestamp,
+            append_time_ms: now_ms,
+        })
     }
 
     /// After a roll to `new_base`, outside the append lock: seals every segment below it (fsync,
@@ -513,7 +529,9 @@ fn prepare_dir(dir: &Path) -> Result<()> {
         Err(e) => return Err(Error::io("stat", dir)(e)),
     }
     let mut missing = vec![dir];
-    while let Some(parent) = missing.last().and_then(|d| d.parent()).filter(|p| !p.as_os_str().is_empty() && !p.exists()) {
+    while let Some(parent) =
+        missing.last().and_then(|d| d.parent()).filter(|p| !p.as_os_str().is_empty() && !p.exists())
+    {
         missing.push(parent);
     }
     fs::create_dir_all(dir).map_err(|e| match e.kind() {
@@ -530,10 +548,17 @@ fn prepare_dir(dir: &Path) -> Result<()> {
 /// Takes the directory's exclusive lock (held as long as the returned file is open).
 fn lock_dir(dir: &Path) -> Result<File> {
     let path = dir.join(LOCK_FILE);
-    let file = OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(Error::io("create lock file", &path))?;
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(Error::io("create lock file", &path))?;
     match file.try_lock_exclusive() {
         Ok(()) => Ok(file),
-        Err(e) if e.kind() == ErrorKind::WouldBlock || e.raw_os_error() == fs2::lock_contended_error().raw_os_error() => {
+        Err(e)
+            if e.kind() == ErrorKind::WouldBlock || e.raw_os_error() == fs2::lock_contended_error().raw_os_error() =>
+        {
             Err(Error::Locked { path })
         }
         Err(e) => Err(Error::io("lock", &path)(e)),

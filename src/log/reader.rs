@@ -3,13 +3,12 @@
 //! the copied chunk. The appender is never blocked, and a reader never sees bytes that can change.
 
 use std::fmt;
-use std::ops::Range;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::log::batch::{self, BatchHeader, Header, RawRecord};
-use crate::log::segment::{BatchPos, LogSegment};
 use crate::log::Log;
+use crate::log::batch::{self, BatchHeader, Header, RawRecord, Span};
+use crate::log::segment::{BatchPos, LogSegment};
 
 /// Bytes copied per chunk at most (a larger batch is copied whole).
 const CHUNK_BYTES: u64 = 64 << 10;
@@ -20,9 +19,9 @@ pub struct RecordView {
     chunk: Arc<Vec<u8>>,
     offset: u64,
     timestamp_ms: i64,
-    key: Option<Range<u32>>,
-    value: Option<Range<u32>>,
-    headers: Range<u32>,
+    key: Span,
+    value: Span,
+    headers: Span,
     header_count: u32,
 }
 
@@ -39,17 +38,17 @@ impl RecordView {
 
     /// The key, if any.
     pub fn key(&self) -> Option<&[u8]> {
-        self.key.clone().map(|r| &self.chunk[r.start as usize..r.end as usize])
+        self.key.get(&self.chunk)
     }
 
     /// The value (`None` for a tombstone).
     pub fn value(&self) -> Option<&[u8]> {
-        self.value.clone().map(|r| &self.chunk[r.start as usize..r.end as usize])
+        self.value.get(&self.chunk)
     }
 
     /// The headers, in order.
     pub fn headers(&self) -> impl Iterator<Item = Header<'_>> {
-        let bytes = &self.chunk[self.headers.start as usize..self.headers.end as usize];
+        let bytes = self.headers.get(&self.chunk).unwrap_or_default();
         batch::decode_headers(bytes, self.header_count)
     }
 }
@@ -145,14 +144,13 @@ impl<'a> LogReader<'a> {
                 continue;
             }
             self.cursor = offset + 1;
-            let at = |r: &Range<usize>| (self.batch_start + r.start) as u32..(self.batch_start + r.end) as u32;
             return Some(RecordView {
                 chunk: Arc::clone(&self.chunk),
                 offset,
                 timestamp_ms: raw.timestamp_ms,
-                key: raw.key.as_ref().map(at),
-                value: raw.value.as_ref().map(at),
-                headers: at(&raw.headers),
+                key: raw.key.shifted(self.batch_start),
+                value: raw.value.shifted(self.batch_start),
+                headers: raw.headers.shifted(self.batch_start),
                 header_count: raw.header_count,
             });
         }

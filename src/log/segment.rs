@@ -53,7 +53,13 @@ pub(crate) struct IndexPlanner {
 
 impl IndexPlanner {
     /// The entries to add for the batch at `position`, before counting its bytes.
-    fn on_batch(&mut self, base: u64, position: u64, header: &BatchHeader, interval: u64) -> (Option<OffsetEntry>, Option<TimeEntry>) {
+    fn on_batch(
+        &mut self,
+        base: u64,
+        position: u64,
+        header: &BatchHeader,
+        interval: u64,
+    ) -> (Option<OffsetEntry>, Option<TimeEntry>) {
         if self.max_timestamp.is_none_or(|(max, _)| header.max_timestamp > max) {
             self.max_timestamp = Some((header.max_timestamp, header.base_offset));
         }
@@ -130,11 +136,22 @@ impl LogSegment {
 
     /// Reopens the active segment after a clean shutdown: `log_len` bytes of batches ending at
     /// `next_offset`, with trimmed indexes that passed their sanity check.
-    pub(crate) fn open_active(dir: &Path, base_offset: u64, log_len: u64, next_offset: u64, config: &LogConfig) -> Result<LogSegment> {
+    pub(crate) fn open_active(
+        dir: &Path,
+        base_offset: u64,
+        log_len: u64,
+        next_offset: u64,
+        config: &LogConfig,
+    ) -> Result<LogSegment> {
         let paths = SegmentPaths::new(dir, base_offset);
         let entries = |p: &Path, len| Ok::<_, Error>(file_len(p)? / len as u64);
-        let offset_index = OffsetIndex::open_writable(&paths.index, entries(&paths.index, OffsetEntry::LEN)?, config.index_bytes)?;
-        let time_index = TimeIndex::open_writable(&paths.time_index, entries(&paths.time_index, TimeEntry::LEN)?, config.index_bytes)?;
+        let offset_index =
+            OffsetIndex::open_writable(&paths.index, entries(&paths.index, OffsetEntry::LEN)?, config.index_bytes)?;
+        let time_index = TimeIndex::open_writable(
+            &paths.time_index,
+            entries(&paths.time_index, TimeEntry::LEN)?,
+            config.index_bytes,
+        )?;
         let log = MappedFile::open_writable(&paths.log, log_len, config.segment_bytes)?;
         let mut segment = LogSegment::assemble(base_offset, log, offset_index, time_index, next_offset, None, config);
         *segment.writer.get_mut() = Some(segment.resume_writer()?);
@@ -144,10 +161,17 @@ impl LogSegment {
     }
 
     /// A sealed segment of `log_len` bytes ending at `next_offset`; nothing is mapped until read.
-    pub(crate) fn open_sealed(dir: &Path, base_offset: u64, log_len: u64, next_offset: u64, config: &LogConfig) -> Result<LogSegment> {
+    pub(crate) fn open_sealed(
+        dir: &Path,
+        base_offset: u64,
+        log_len: u64,
+        next_offset: u64,
+        config: &LogConfig,
+    ) -> Result<LogSegment> {
         let paths = SegmentPaths::new(dir, base_offset);
         let offset_index = OffsetIndex::open_sealed(&paths.index, file_len(&paths.index)? / OffsetEntry::LEN as u64);
-        let time_index = TimeIndex::open_sealed(&paths.time_index, file_len(&paths.time_index)? / TimeEntry::LEN as u64);
+        let time_index =
+            TimeIndex::open_sealed(&paths.time_index, file_len(&paths.time_index)? / TimeEntry::LEN as u64);
         let log = MappedFile::open_sealed(&paths.log, log_len);
         Ok(LogSegment::assemble(base_offset, log, offset_index, time_index, next_offset, None, config))
     }
@@ -214,9 +238,10 @@ impl LogSegment {
         if size == 0 {
             return false;
         }
-        let too_old = self.writer.lock().as_ref().and_then(|w| w.first_batch_timestamp).is_some_and(|first| {
-            now_ms.saturating_sub(first) > i64::try_from(config.segment_ms).unwrap_or(i64::MAX)
-        });
+        let too_old =
+            self.writer.lock().as_ref().and_then(|w| w.first_batch_timestamp).is_some_and(|first| {
+                now_ms.saturating_sub(first) > i64::try_from(config.segment_ms).unwrap_or(i64::MAX)
+            });
         size + batch_bytes > config.segment_bytes.max(self.log.capacity().min(size))
             || self.offset_index.is_full(0)
             || self.time_index.is_full(1)
@@ -235,11 +260,16 @@ impl LogSegment {
     pub(crate) fn append(&self, batch: &[u8], header: &BatchHeader) -> Result<()> {
         let mut writer = self.writer.lock();
         let Some(writer) = writer.as_mut() else {
-            return Err(Error::Io { op: "append to a sealed segment", path: self.log_path(), source: std::io::ErrorKind::InvalidInput.into() });
+            return Err(Error::Io {
+                op: "append to a sealed segment",
+                path: self.log_path(),
+                source: std::io::ErrorKind::InvalidInput.into(),
+            });
         };
         debug_assert!(header.base_offset >= self.next_offset(), "batches must follow the segment end");
         let position = self.log.append(batch)?;
-        let (offset_entry, time_entry) = writer.planner.on_batch(self.base_offset, position, header, self.index_interval_bytes);
+        let (offset_entry, time_entry) =
+            writer.planner.on_batch(self.base_offset, position, header, self.index_interval_bytes);
         if let Some(entry) = offset_entry {
             self.offset_index.append(entry)?;
         }
@@ -289,7 +319,12 @@ impl LogSegment {
     fn header_at(&self, position: u64, len: u64) -> Result<BatchHeader> {
         let available = len.saturating_sub(position).min(BATCH_HEADER_LEN as u64) as usize;
         let header = self.log.read_with(position, available, BatchHeader::decode_from)?.flatten();
-        header.ok_or_else(|| self.corrupt(position, Corruption::BadLength { length: BATCH_HEADER_LEN as u64, available: available as u64 }))
+        header.ok_or_else(|| {
+            self.corrupt(
+                position,
+                Corruption::BadLength { length: BATCH_HEADER_LEN as u64, available: available as u64 },
+            )
+        })
     }
 
     fn corrupt(&self, position: u64, reason: Corruption) -> Error {
@@ -313,10 +348,8 @@ impl LogSegment {
                 if rest.is_empty() {
                     return Ok(WalkEnd { at, stop: None });
                 }
-                let header = BatchHeader::decode_from(rest).ok_or(Corruption::BadLength {
-                    length: BATCH_HEADER_LEN as u64,
-                    available: rest.len() as u64,
-                });
+                let header = BatchHeader::decode_from(rest)
+                    .ok_or(Corruption::BadLength { length: BATCH_HEADER_LEN as u64, available: rest.len() as u64 });
                 let header = header.map_err(|e| (at.position, e))?;
                 if header.is_zero() {
                     return Ok(WalkEnd { at, stop: None });
@@ -357,14 +390,19 @@ impl LogSegment {
     fn index_start(&self, offset: u64) -> Result<BatchPos> {
         self.ensure_indexes_checked()?;
         let entry = self.offset_index.lookup(self.base_offset, offset)?;
-        Ok(entry.map_or(BatchPos { position: 0, expected: self.base_offset }, |(expected, position)| BatchPos { position, expected }))
+        Ok(entry.map_or(BatchPos { position: 0, expected: self.base_offset }, |(expected, position)| BatchPos {
+            position,
+            expected,
+        }))
     }
 
     /// The batch holding `offset`, or the first batch after it (compaction leaves gaps). `None` if
     /// the segment has no batch at or after `offset` (or was retired).
     pub(crate) fn locate(&self, offset: u64) -> Result<Option<BatchPos>> {
         let start = self.index_start(offset)?;
-        let end = self.walk(start, |at, header, _| if header.last_offset() >= offset { ControlFlow::Break(at) } else { ControlFlow::Continue(()) })?;
+        let end = self.walk(start, |at, header, _| {
+            if header.last_offset() >= offset { ControlFlow::Break(at) } else { ControlFlow::Continue(()) }
+        })?;
         Ok(end.and_then(|e| e.stop))
     }
 
@@ -416,7 +454,13 @@ impl LogSegment {
     }
 
     /// Validates one batch and returns its first record offset with a timestamp ≥ `timestamp_ms`.
-    fn first_at_or_after(&self, at: BatchPos, bytes: &[u8], timestamp_ms: i64, offsets: Range<u64>) -> Result<Option<u64>> {
+    fn first_at_or_after(
+        &self,
+        at: BatchPos,
+        bytes: &[u8],
+        timestamp_ms: i64,
+        offsets: Range<u64>,
+    ) -> Result<Option<u64>> {
         let summary = batch::validate(bytes, Some(at.expected)).map_err(|e| self.corrupt(at.position, e))?;
         for record in RecordIter::new(bytes, &summary.header) {
             let record = record.map_err(|e| self.corrupt(at.position, e))?;
@@ -481,7 +525,8 @@ impl LogSegment {
 
     /// Rebuilds both indexes of a sealed segment from its `.log` and swaps them in.
     fn rebuild_sealed_indexes(&self) -> Result<()> {
-        let scanned = self.log.read_with(0, self.size() as usize, |b| scan(b, self.base_offset, self.index_interval_bytes))?;
+        let scanned =
+            self.log.read_with(0, self.size() as usize, |b| scan(b, self.base_offset, self.index_interval_bytes))?;
         let Some(mut scanned) = scanned else { return Ok(()) };
         if let Some(reason) = scanned.invalid {
             return Err(self.corrupt(scanned.valid_len, reason));

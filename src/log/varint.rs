@@ -26,7 +26,17 @@ pub(crate) fn encode_into(value: i64, out: &mut Vec<u8>) {
 
 /// Decodes a zig-zag varint from the front of `bytes`: the value and the bytes it took. `None` if it
 /// is truncated or longer than any 64-bit value needs.
+#[inline]
 pub(crate) fn decode_from(bytes: &[u8]) -> Option<(i64, usize)> {
+    // Most lengths, deltas and counts take one or two bytes.
+    match bytes {
+        [b0, ..] if *b0 < 0x80 => Some((unzigzag(u64::from(*b0)), 1)),
+        [b0, b1, ..] if *b1 < 0x80 => Some((unzigzag(u64::from(b0 & 0x7f) | u64::from(*b1) << 7), 2)),
+        _ => decode_multi_byte(bytes),
+    }
+}
+
+fn decode_multi_byte(bytes: &[u8]) -> Option<(i64, usize)> {
     let mut v: u64 = 0;
     for (i, &b) in bytes.iter().take(MAX_VARINT_LEN).enumerate() {
         // The tenth byte may only contribute the top bit of the value.

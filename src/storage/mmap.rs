@@ -48,22 +48,14 @@ enum State {
 impl MappedFile {
     /// Creates `path` (which must not exist), preallocated to `capacity` bytes, mapped writable.
     pub(crate) fn create(path: &Path, capacity: u64) -> Result<MappedFile> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(Error::io("create", path))?;
+        let file =
+            OpenOptions::new().read(true).write(true).create_new(true).open(path).map_err(Error::io("create", path))?;
         MappedFile::writable(path, file, 0, capacity)
     }
 
     /// Opens an existing file for appends after its first `len` bytes, re-extended to `capacity`.
     pub(crate) fn open_writable(path: &Path, len: u64, capacity: u64) -> Result<MappedFile> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(Error::io("open", path))?;
+        let file = OpenOptions::new().read(true).write(true).open(path).map_err(Error::io("open", path))?;
         MappedFile::writable(path, file, len, capacity)
     }
 

@@ -23,12 +23,8 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
 pub(crate) fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
     let tmp = dir.join(format!("{name}{TMP_SUFFIX}"));
     let target = dir.join(name);
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)
-        .map_err(Error::io("create", &tmp))?;
+    let mut file =
+        OpenOptions::new().write(true).create(true).truncate(true).open(&tmp).map_err(Error::io("create", &tmp))?;
     file.write_all(bytes).map_err(Error::io("write", &tmp))?;
     file.sync_all().map_err(Error::io("fsync", &tmp))?;
     drop(file);
