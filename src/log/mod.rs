@@ -505,6 +505,11 @@ impl Drop for Log {
         if let Err(error) = self.shutdown() {
             tracing::error!(dir = %self.dir.display(), %error, "closing the log on drop failed");
         }
+        // Release every map and descriptor now, not whenever the skip map's epoch reclamation
+        // gets to them.
+        for entry in self.segments.iter() {
+            entry.value().retire();
+        }
     }
 }
 

@@ -655,3 +655,43 @@ fn encode_entries<E: IndexEntry>(entries: &[E]) -> Vec<u8> {
 fn file_len(path: &Path) -> Result<u64> {
     Ok(std::fs::metadata(path).map_err(Error::io("stat", path))?.len())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::batch::{BatchEncoder, Record};
+
+    #[test]
+    fn rolls_before_a_relative_offset_would_overflow_u32() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = LogConfig { segment_bytes: 1 << 20, ..LogConfig::default() };
+        let segment = LogSegment::create(dir.path(), 100, &config, 0).expect("create");
+        let batch = BatchEncoder::default().encode(100, &[Record::new(b"x")], &[1], 0).to_vec();
+        let header = BatchHeader::decode_from(&batch).expect("header");
+        segment.append(&batch, &header).expect("append");
+        let max_relative = 100 + u64::from(u32::MAX);
+        assert!(!segment.should_roll(50, max_relative, 1, &config), "relative offset u32::MAX still fits");
+        assert!(segment.should_roll(50, max_relative + 1, 1, &config));
+    }
+
+    #[test]
+    fn the_planner_never_indexes_position_zero() {
+        let mut planner = IndexPlanner::default();
+        let header = BatchHeader {
+            base_offset: 0,
+            batch_length: 100,
+            magic: 1,
+            crc: 0,
+            attributes: 0,
+            last_offset_delta: 0,
+            base_timestamp: 5,
+            max_timestamp: 5,
+            record_count: 1,
+        };
+        assert_eq!(planner.on_batch(0, 0, &header, 0), (None, None), "position 0 is implied");
+        let next = BatchHeader { base_offset: 1, max_timestamp: 9, ..header };
+        let (offset_entry, time_entry) = planner.on_batch(0, 112, &next, 0);
+        assert_eq!(offset_entry, Some(OffsetEntry { relative_offset: 1, position: 112 }));
+        assert_eq!(time_entry, Some(TimeEntry { timestamp_ms: 9, relative_offset: 1 }));
+    }
+}
