@@ -39,6 +39,20 @@ pub struct LogConfig {
     pub max_timestamp_skew_ms: u64,
     /// The clock append times come from. Default: the system clock.
     pub clock: Clock,
+    /// What opening does about damage below the recovery point. Default `Strict`.
+    pub recovery: RecoveryMode,
+}
+
+/// What `Log::open` does when data below the recovery point (acknowledged as durable) is damaged or
+/// missing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RecoveryMode {
+    /// Fail with `Error::Corrupt` and change nothing (the default): a human decides.
+    #[default]
+    Strict,
+    /// Keep a copy of the damaged segment as `.corrupt`, cut the log at the damage, and report the
+    /// acknowledged records lost (`strata recover --force`).
+    TruncateCorrupt,
 }
 
 impl Default for LogConfig {
@@ -51,6 +65,7 @@ impl Default for LogConfig {
             max_batch_bytes: MIB,
             max_timestamp_skew_ms: 60 * 60 * 1000,
             clock: Clock::system(),
+            recovery: RecoveryMode::Strict,
         }
     }
 }

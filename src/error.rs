@@ -95,6 +95,9 @@ pub enum Error {
     /// The log has been closed.
     #[error("the log is closed")]
     Closed,
+    /// The log was opened read-only.
+    #[error("the log is open read-only")]
+    ReadOnly,
 }
 
 /// Why a batch, record, index or checkpoint failed validation.
@@ -166,6 +169,14 @@ pub enum Corruption {
         len: u64,
         /// The length it must have.
         expected: u64,
+    },
+    /// The valid data ends before the recovery point: acknowledged records are missing.
+    #[error("the log ends at offset {end}, before the recovery point {recovery_point}")]
+    EndsBeforeRecoveryPoint {
+        /// The offset after the last valid batch.
+        end: u64,
+        /// The recovery point in the checkpoint.
+        recovery_point: u64,
     },
     /// A segment's file-name base offset does not continue the previous segment.
     #[error("segment starts at {found}, previous segment ends at {expected}")]

@@ -5,14 +5,16 @@ pub mod bench;
 mod clock;
 mod config;
 mod error;
+pub mod failpoint;
 pub mod format;
+pub mod inspect;
 mod log;
 mod storage;
 #[cfg(feature = "cli")]
 pub mod tools;
 
 pub use clock::{Clock, ManualClock};
-pub use config::LogConfig;
+pub use config::{LogConfig, RecoveryMode};
 pub use error::{Corruption, Error, Result};
 pub use log::{
     AppendInfo, BatchHeader, Checkpoint, CleanShutdown, Header, Log, LogReader, OffsetEntry, Record, RecordView,

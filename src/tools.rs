@@ -18,7 +18,7 @@ pub struct ProduceOptions {
 /// Appends each line of `input` (without its line ending) as one record, `batch` lines per append.
 /// With `sync`, each batch is flushed, then the offset of each of its records is written to `out`,
 /// one per line, and `out` is flushed: a printed offset is durable. Returns the records appended.
-pub fn produce(log: &Log, input: impl BufRead, out: &mut impl Write, options: ProduceOptions) -> Result<u64> {
+pub fn produce(log: &Log, input: impl BufRead, out: &mut dyn Write, options: ProduceOptions) -> Result<u64> {
     let mut lines: Vec<String> = Vec::with_capacity(options.batch);
     let mut appended = 0;
     let mut input = input.lines();
@@ -52,7 +52,7 @@ pub fn produce(log: &Log, input: impl BufRead, out: &mut impl Write, options: Pr
 /// Writes every visible record from `from` (default: the log start) to `out`: `offset<TAB>value`
 /// lines, or with `json` one object per line with offset, timestamp, key and value (as UTF-8,
 /// invalid bytes replaced). Returns the records written.
-pub fn consume(log: &Log, from: Option<u64>, json: bool, out: &mut impl Write) -> Result<u64> {
+pub fn consume(log: &Log, from: Option<u64>, json: bool, out: &mut dyn Write) -> Result<u64> {
     let mut next = from.unwrap_or(log.start_offset()).max(log.start_offset());
     let end = log.visible_end();
     let mut written = 0;

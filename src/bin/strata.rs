@@ -1,13 +1,14 @@
 //! `strata`: benchmark, inspect and drive a strata log from the command line. Thin: parses
 //! arguments, calls library code that returns values, prints them.
 
-use std::io::{self, IsTerminal};
+use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use strata_log::bench::{self, BenchOptions, BenchResult};
+use strata_log::inspect::{self, Dump, VerifyReport};
 use strata_log::tools::{self, ProduceOptions};
 use strata_log::{Log, LogConfig};
 
@@ -52,7 +53,39 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         batch: usize,
     },
-    /// Print records as `offset<TAB>value` lines.
+    /// Print the contents of a log file or of every file in a log directory.
+    Dump {
+        /// A `.log`, `.index`, `.timeindex`, `checkpoint` or `.clean-shutdown` file, or a directory.
+        path: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Also print every record of every batch.
+        #[arg(long)]
+        records: bool,
+    },
+    /// Check every segment, index and the checkpoint, read-only (safe on a live log).
+    /// Exit 0: clean; 1: corruption found; 2: usage or I/O error.
+    Verify {
+        /// The log directory.
+        dir: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Open the log offline, recover it if needed, and print what recovery did.
+    Recover {
+        /// The log directory.
+        dir: PathBuf,
+        /// Accept losing acknowledged records below damage: keep the damaged segment as `.corrupt`
+        /// and cut the log there (without it, such damage is an error and nothing changes).
+        #[arg(long)]
+        force: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print records as `offset<TAB>value` lines (read-only: works on a live log).
     Consume {
         /// The log directory.
         dir: PathBuf,
@@ -66,49 +99,180 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    #[cfg(feature = "failpoints")]
+    let _failpoints = fail::FailScenario::setup();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
         .with_writer(io::stderr)
         .init();
-    match run(Cli::parse().command) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
+    let mut out = io::stdout().lock();
+    match run(Cli::parse().command, &mut out) {
+        Ok(code) => code,
+        // A closed pipe (`strata dump ... | head`) is the reader's choice, not an error.
+        Err(Failure::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(Failure::Output(e)) => {
+            eprintln!("strata: writing output: {e}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Strata(error)) => {
             eprintln!("strata: {error}");
             ExitCode::from(2)
         }
     }
 }
 
-fn run(command: Command) -> strata_log::Result<()> {
+/// Why a command failed: the log, or writing its output.
+enum Failure {
+    Strata(strata_log::Error),
+    Output(io::Error),
+}
+
+impl From<strata_log::Error> for Failure {
+    fn from(e: strata_log::Error) -> Failure {
+        Failure::Strata(e)
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Failure {
+        Failure::Output(e)
+    }
+}
+
+fn run(command: Command, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     match command {
         Command::Bench { records, batch, value_sizes, runs, dir, json } => {
             let options = BenchOptions { dir, records, batch, value_sizes, runs };
             let results = run_bench(&options)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&results).unwrap_or_default());
+                writeln!(out, "{}", serde_json::to_string_pretty(&results).unwrap_or_default())?;
             } else {
-                print_table(&results);
+                print_table(out, &results)?;
             }
         }
         Command::Produce { dir, sync, batch } => {
             let log = Log::open(&dir, LogConfig::default())?;
-            tools::produce(&log, io::stdin().lock(), &mut io::stdout().lock(), ProduceOptions { sync, batch })?;
+            tools::produce(&log, io::stdin().lock(), out, ProduceOptions { sync, batch })?;
             log.close()?;
         }
+        Command::Dump { path, json, records } => {
+            let dumps = if path.is_dir() {
+                inspect::dump_dir(&path, records)?
+            } else {
+                vec![inspect::dump_file(&path, records)?]
+            };
+            if json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&dumps).unwrap_or_default())?;
+            } else {
+                for dump in &dumps {
+                    print_dump(out, dump)?;
+                }
+            }
+        }
+        Command::Verify { dir, json } => {
+            let report = inspect::verify(&dir, &LogConfig::default())?;
+            if json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&report).unwrap_or_default())?;
+            } else {
+                print_verify(out, &report)?;
+            }
+            return Ok(if report.is_clean() { ExitCode::SUCCESS } else { ExitCode::from(1) });
+        }
+        Command::Recover { dir, force, json } => {
+            let report = inspect::recover(&dir, force)?;
+            if json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&report).unwrap_or_default())?;
+            } else {
+                writeln!(out, "{report:#?}")?;
+            }
+        }
         Command::Consume { dir, from, json } => {
-            let log = Log::open(&dir, LogConfig::default())?;
-            tools::consume(&log, from, json, &mut io::stdout().lock())?;
+            let log = Log::open_read_only(&dir, LogConfig::default())?;
+            tools::consume(&log, from, json, out)?;
         }
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_dump(out: &mut dyn Write, dump: &Dump) -> io::Result<()> {
+    let (path, damage) = match dump {
+        Dump::Log { path, batches, valid_len, file_len, damage } => {
+            writeln!(out, "{} (log: {valid_len} bytes of batches, file {file_len} bytes)", path.display())?;
+            for b in batches {
+                writeln!(
+                    out,
+                    "  offsets {}..={} position {} size {} records {} timestamps {}..{} attributes {:#06x}: {}",
+                    b.base_offset,
+                    b.last_offset,
+                    b.position,
+                    b.size,
+                    b.record_count,
+                    b.base_timestamp,
+                    b.max_timestamp,
+                    b.attributes,
+                    b.status
+                )?;
+                for r in b.records.iter().flatten() {
+                    writeln!(out, "    {}\t{}\tkey={:?}\t{:?}", r.offset, r.timestamp_ms, r.key, r.value)?;
+                }
+            }
+            (path, damage)
+        }
+        Dump::Index { path, entries, damage } => {
+            writeln!(out, "{} (offset index: {} entries)", path.display(), entries.len())?;
+            for e in entries {
+                writeln!(out, "  relative_offset {} position {}", e.relative_offset, e.position)?;
+            }
+            (path, damage)
+        }
+        Dump::TimeIndex { path, entries, damage } => {
+            writeln!(out, "{} (time index: {} entries)", path.display(), entries.len())?;
+            for e in entries {
+                writeln!(out, "  timestamp {} relative_offset {}", e.timestamp_ms, e.relative_offset)?;
+            }
+            (path, damage)
+        }
+        Dump::Checkpoint { path, checkpoint, damage } => {
+            writeln!(out, "{} (checkpoint) {checkpoint:?}", path.display())?;
+            (path, damage)
+        }
+        Dump::CleanShutdown { path, marker, damage } => {
+            writeln!(out, "{} (clean-shutdown marker) {marker:?}", path.display())?;
+            (path, damage)
+        }
+        Dump::Other { path, len } => return writeln!(out, "{} ({len} bytes)", path.display()),
+    };
+    match damage {
+        Some(d) => writeln!(out, "  DAMAGE in {} at position {}: {}", path.display(), d.position, d.reason),
+        None => Ok(()),
+    }
+}
+
+fn print_verify(out: &mut dyn Write, report: &VerifyReport) -> io::Result<()> {
+    writeln!(
+        out,
+        "{} segments, {} batches, {} records, {} bytes; offsets [{}, {}), recovery point {:?}",
+        report.segments,
+        report.batches,
+        report.records,
+        report.bytes,
+        report.start_offset,
+        report.next_offset,
+        report.recovery_point
+    )?;
+    for note in &report.notes {
+        writeln!(out, "note: {note}")?;
+    }
+    for f in &report.findings {
+        writeln!(out, "CORRUPT {} at position {}: {}", f.file.display(), f.position, f.problem)?;
+    }
+    writeln!(out, "{}", if report.is_clean() { "clean" } else { "corruption found" })
 }
 
 fn run_bench(options: &BenchOptions) -> strata_log::Result<Vec<BenchResult>> {
     let bar = if io::stderr().is_terminal() { ProgressBar::new(0) } else { ProgressBar::hidden() };
-    bar.set_style(
-        ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let style = ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len}");
+    bar.set_style(style.unwrap_or_else(|_| ProgressStyle::default_bar()));
     let results = bench::run(options, &mut |phase, done, total| {
         bar.set_message(phase.to_owned());
         bar.set_length(total);
@@ -118,15 +282,18 @@ fn run_bench(options: &BenchOptions) -> strata_log::Result<Vec<BenchResult>> {
     results
 }
 
-fn print_table(results: &[BenchResult]) {
-    println!(
+fn print_table(out: &mut dyn Write, results: &[BenchResult]) -> io::Result<()> {
+    writeln!(
+        out,
         "{:<16} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10}",
         "phase", "records", "records/s", "MB/s", "p50 µs", "p99 µs", "p99.9 µs"
-    );
+    )?;
     for r in results {
-        println!(
+        writeln!(
+            out,
             "{:<16} {:>12} {:>14.0} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
             r.name, r.records, r.records_per_sec, r.mb_per_sec, r.p50_us, r.p99_us, r.p999_us
-        );
+        )?;
     }
+    Ok(())
 }

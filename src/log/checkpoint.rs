@@ -6,6 +6,7 @@ use std::path::Path;
 use byteorder::{BigEndian, ByteOrder};
 
 use crate::error::{Corruption, Result};
+use crate::failpoint::error_point;
 use crate::format::{
     CHECKPOINT_CRC_POS, CHECKPOINT_FILE, CHECKPOINT_LEN, CHECKPOINT_LOG_START_POS, CHECKPOINT_MAGIC,
     CHECKPOINT_RECOVERY_POINT_POS, CHECKPOINT_VERSION, CHECKPOINT_VERSION_POS, CLEAN_ACTIVE_BASE_POS,
@@ -60,6 +61,7 @@ impl Checkpoint {
 
     /// Replaces `dir/checkpoint` atomically and durably.
     pub(crate) fn write(&self, dir: &Path) -> Result<()> {
+        error_point!("write_checkpoint", dir.join(CHECKPOINT_FILE));
         storage::write_atomically(dir, CHECKPOINT_FILE, &self.encode())
     }
 }

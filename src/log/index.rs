@@ -45,6 +45,16 @@ impl<E: IndexEntry> SparseIndex<E> {
         Ok(SparseIndex { file, max_entries, _entry: PhantomData })
     }
 
+    /// An index read with `pread` (a read-only open); a missing file is an empty index.
+    pub(crate) fn open_pread(path: &Path) -> Result<SparseIndex<E>> {
+        let file = match std::fs::metadata(path) {
+            Ok(meta) => MappedFile::open_pread(path, meta.len() / E::LEN as u64 * E::LEN as u64)?,
+            Err(_) => MappedFile::open_sealed(path, 0),
+        };
+        let max_entries = file.len() / E::LEN as u64;
+        Ok(SparseIndex { file, max_entries, _entry: PhantomData })
+    }
+
     /// A sealed index of `entries` entries, mapped at first use.
     pub(crate) fn open_sealed(path: &Path, entries: u64) -> SparseIndex<E> {
         let file = MappedFile::open_sealed(path, entries * E::LEN as u64);

@@ -1,5 +1,5 @@
-//! Opening a log directory: the load and recovery procedure of DESIGN.md §7 (Kafka's `LogLoader`).
-//! Each step is a small function; each logs what it changed.
+//! Opening a log directory: the load procedure of DESIGN.md §7 (Kafka's `LogLoader`). Each step is
+//! a small function and logs what it changed; the unclean-shutdown scan is in `recover.rs`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -7,12 +7,15 @@ use std::time::Instant;
 
 use crate::config::LogConfig;
 use crate::error::{Corruption, Error, Result};
+use crate::failpoint::crash_point;
 use crate::format::{
     CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, MAX_SEGMENT_BYTES,
     OFFSET_INDEX_ENTRY_LEN, PREALLOC_SUFFIX, TIME_INDEX_ENTRY_LEN, TIME_INDEX_SUFFIX, TMP_SUFFIX, parse_file_name,
 };
 use crate::log::checkpoint::{Checkpoint, CleanShutdown};
-use crate::log::segment::{self, LogSegment, SegmentPaths};
+use crate::log::index_plan::write_index_files;
+use crate::log::segment::{LogSegment, SegmentPaths};
+use crate::log::{recover, swap, walk};
 use crate::storage::{self, MappedFile};
 
 /// What opening a log found and changed. Also logged at open.
@@ -29,13 +32,17 @@ pub struct RecoveryReport {
     pub bytes_scanned: u64,
     /// Segments whose `.index`/`.timeindex` were rebuilt.
     pub indexes_rebuilt: u64,
-    /// Bytes of invalid data removed from the end of the log.
+    /// Bytes removed from the end of the log: the torn or damaged data after the cut (not the
+    /// preallocated zeros after it) and the data of the segments after it.
     pub bytes_truncated: u64,
-    /// Records removed with them (whole valid batches in removed later segments).
+    /// Valid records removed with them (in segments after the cut).
     pub records_truncated: u64,
     /// Files deleted: leftovers of interrupted operations, orphan indexes, removed segments.
     pub files_deleted: Vec<PathBuf>,
-    /// Records below the recovery point (acknowledged as durable) that were lost. Normally 0.
+    /// Damaged segments kept for inspection as `.corrupt` (only with `RecoveryMode::TruncateCorrupt`).
+    pub files_kept_corrupt: Vec<PathBuf>,
+    /// Records below the recovery point (acknowledged as durable) that were lost. Normally 0; only
+    /// `RecoveryMode::TruncateCorrupt` accepts a loss.
     pub acknowledged_records_lost: u64,
     /// The recovery point after opening: every offset below it is durable.
     pub recovery_point: u64,
@@ -45,7 +52,8 @@ pub struct RecoveryReport {
 
 /// The state of a loaded directory, ready to become a `Log`.
 pub(crate) struct Loaded {
-    /// Ascending by base offset; the last is the active segment.
+    /// Ascending by base offset; the last is the active segment (none only for an empty read-only
+    /// open).
     pub segments: Vec<LogSegment>,
     pub next_offset: u64,
     pub log_start_offset: u64,
@@ -53,10 +61,10 @@ pub(crate) struct Loaded {
 }
 
 /// A `.log` file found in the directory.
-#[derive(Debug, Clone, Copy)]
-struct SegmentFile {
-    base: u64,
-    len: u64,
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SegmentFile {
+    pub base: u64,
+    pub len: u64,
 }
 
 /// Runs DESIGN.md §7 steps 1–5 on a locked directory.
@@ -65,32 +73,63 @@ pub(crate) fn load(dir: &Path, config: &LogConfig) -> Result<Loaded> {
     let mut report = RecoveryReport::default();
     let checkpoint = read_checkpoint(dir)?;
     let marker = take_clean_marker(dir)?;
+    crash_point!("after_marker_delete");
     remove_leftovers(dir, &mut report)?;
+    swap::complete_swaps(dir, config, &mut report)?;
     let files = list_segments(dir)?;
     check_cheap_indexes(dir, &files, config, &mut report)?;
+    let recovery_point = checkpoint.map_or(0, |c| c.recovery_point);
+    let start = checkpoint.map_or(0, |c| c.log_start_offset);
     let mut loaded = match files.last() {
-        None => fresh(dir, checkpoint.map_or(0, |c| c.log_start_offset), config)?,
+        None => empty_dir(dir, start, recovery_point, config, &mut report)?,
         Some(last) => match clean_end(dir, *last, marker, config, &mut report)? {
             Some(next_offset) => open_segments(dir, &files, next_offset, config)?,
-            None => recover(dir, files, checkpoint.map_or(0, |c| c.recovery_point), config, &mut report)?,
+            None => recover::recover(dir, files, recovery_point, config, &mut report)?,
         },
     };
-    let start = checkpoint.map_or(0, |c| c.log_start_offset).max(loaded.segments[0].base_offset());
-    loaded.log_start_offset = start;
-    if start > loaded.next_offset {
+    loaded.log_start_offset = start.max(loaded.segments[0].base_offset());
+    if loaded.log_start_offset > loaded.next_offset {
         tracing::warn!(
-            start,
+            start = loaded.log_start_offset,
             end = loaded.next_offset,
             "log start offset is past the recovered end; starting an empty log there"
         );
-        loaded = restart_empty_at(dir, loaded, start, config, &mut report)?;
+        loaded = restart_empty_at(dir, loaded, config, &mut report)?;
     }
     report.segments_loaded = loaded.segments.len() as u64;
     report.recovery_point = loaded.next_offset;
-    report.duration_us = started.elapsed().as_micros() as u64;
     Checkpoint { log_start_offset: loaded.log_start_offset, recovery_point: loaded.next_offset }.write(dir)?;
+    report.duration_us = started.elapsed().as_micros() as u64;
     loaded.report = report;
     Ok(loaded)
+}
+
+/// A read-only open (DESIGN.md §3): no lock, nothing changed, files read with `pread`; the end of
+/// the valid data in the last segment is the end of the log (on a live log, a torn tail is a batch
+/// still being written).
+pub(crate) fn load_read_only(dir: &Path, config: &LogConfig) -> Result<Loaded> {
+    let started = Instant::now();
+    let checkpoint = read_checkpoint(dir)?;
+    let files = list_segments(dir)?;
+    let Some(last) = files.last() else {
+        return Err(Error::io("open read-only", dir)(std::io::ErrorKind::NotFound.into()));
+    };
+    let mut segments = Vec::with_capacity(files.len());
+    for pair in files.windows(2) {
+        segments.push(LogSegment::open_read_only(dir, pair[0].base, pair[0].len, pair[1].base, config)?);
+    }
+    let scan = scan_file(dir, *last, config, Access::Pread)?;
+    segments.push(LogSegment::open_read_only(dir, last.base, scan.valid_len, scan.next_offset, config)?);
+    let report = RecoveryReport {
+        segments_loaded: segments.len() as u64,
+        segments_scanned: 1,
+        bytes_scanned: scan.valid_len,
+        recovery_point: checkpoint.map_or(0, |c| c.recovery_point),
+        duration_us: started.elapsed().as_micros() as u64,
+        ..RecoveryReport::default()
+    };
+    let log_start_offset = checkpoint.map_or(0, |c| c.log_start_offset).max(files[0].base);
+    Ok(Loaded { segments, next_offset: scan.next_offset, log_start_offset, report })
 }
 
 /// Step 1: the checkpoint. A missing or damaged one means "scan everything" (logged).
@@ -120,32 +159,37 @@ fn take_clean_marker(dir: &Path) -> Result<Option<CleanShutdown>> {
     }
 }
 
-/// Step 2: deletes the leftovers of interrupted operations and indexes without a `.log`.
+/// Step 2: deletes the leftovers of interrupted operations (`.deleted`, `.cleaned`, `.prealloc`,
+/// `.tmp`, stale `.swap`) and indexes without a `.log`.
 fn remove_leftovers(dir: &Path, report: &mut RecoveryReport) -> Result<()> {
     let names = dir_names(dir)?;
+    let stale_swaps = swap::stale_swaps(&names);
     let is_log = |base: u64| names.iter().any(|n| parse_file_name(n) == Some((base, LOG_SUFFIX)));
-    let mut removed = Vec::new();
+    let before = report.files_deleted.len();
     for name in &names {
         let leftover = [DELETED_SUFFIX, CLEANED_SUFFIX, PREALLOC_SUFFIX, TMP_SUFFIX].iter().any(|s| name.ends_with(s));
-        let orphan = match parse_file_name(name) {
-            Some((base, INDEX_SUFFIX | TIME_INDEX_SUFFIX)) => !is_log(base),
-            _ => false,
-        };
-        if leftover || orphan {
-            let path = dir.join(name);
-            tracing::info!(file = %path.display(), "deleting leftover file");
-            storage::remove_if_exists(&path)?;
-            removed.push(path);
+        let orphan = matches!(parse_file_name(name), Some((base, INDEX_SUFFIX | TIME_INDEX_SUFFIX)) if !is_log(base));
+        if leftover || orphan || stale_swaps.contains(&name) {
+            remove_logged(dir, name, "leftover file", report)?;
         }
     }
-    if !removed.is_empty() {
+    if report.files_deleted.len() > before {
         storage::sync_dir(dir)?;
-        report.files_deleted.extend(removed);
     }
     Ok(())
 }
 
-fn dir_names(dir: &Path) -> Result<Vec<String>> {
+/// Deletes `dir/name` if it exists, logging why and recording it in the report.
+pub(crate) fn remove_logged(dir: &Path, name: &str, why: &str, report: &mut RecoveryReport) -> Result<()> {
+    let path = dir.join(name);
+    if storage::remove_if_exists(&path)? {
+        tracing::info!(file = %path.display(), why, "deleted");
+        report.files_deleted.push(path);
+    }
+    Ok(())
+}
+
+pub(crate) fn dir_names(dir: &Path) -> Result<Vec<String>> {
     let entries = fs::read_dir(dir).map_err(Error::io("list", dir))?;
     let mut names = Vec::new();
     for entry in entries {
@@ -156,18 +200,15 @@ fn dir_names(dir: &Path) -> Result<Vec<String>> {
 }
 
 /// The `.log` files, ascending by base offset.
-fn list_segments(dir: &Path) -> Result<Vec<SegmentFile>> {
+pub(crate) fn list_segments(dir: &Path) -> Result<Vec<SegmentFile>> {
     let mut files = Vec::new();
     for name in dir_names(dir)? {
         if let Some((base, LOG_SUFFIX)) = parse_file_name(&name) {
             let path = dir.join(&name);
             let len = fs::metadata(&path).map_err(Error::io("stat", &path))?.len();
             if len > MAX_SEGMENT_BYTES {
-                return Err(Error::corrupt(
-                    path,
-                    MAX_SEGMENT_BYTES,
-                    Corruption::BadLength { length: len, available: MAX_SEGMENT_BYTES },
-                ));
+                let reason = Corruption::BadLength { length: len, available: MAX_SEGMENT_BYTES };
+                return Err(Error::corrupt(path, MAX_SEGMENT_BYTES, reason));
             }
             files.push(SegmentFile { base, len });
         }
@@ -191,34 +232,32 @@ fn check_cheap_indexes(
             continue;
         }
         tracing::warn!(segment = %paths.log.display(), "index missing or not a whole number of entries; rebuilding");
-        rebuild_indexes(dir, *file, config)?;
+        let mut scan = scan_file(dir, *file, config, Access::Mapped)?;
+        scan.plan.finish(file.base);
+        write_index_files(dir, file.base, &scan.plan)?;
         report.indexes_rebuilt += 1;
     }
     Ok(())
 }
 
-/// Rebuilds a segment's indexes from its `.log` (valid prefix only; recovery decides about the rest).
-fn rebuild_indexes(dir: &Path, file: SegmentFile, config: &LogConfig) -> Result<segment::Scan> {
-    let mut scan = scan_file(dir, file, config)?;
-    scan.plan.finish(file.base);
-    segment::write_index_files(dir, file.base, &scan.plan)?;
-    Ok(scan)
+/// How a scan reads a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Through a temporary read-only map: the writer, which holds the lock, at open.
+    Mapped,
+    /// With `pread`: a read-only open, possibly of a log another process is writing.
+    Pread,
 }
 
 /// Validates a segment file batch by batch from its start.
-fn scan_file(dir: &Path, file: SegmentFile, config: &LogConfig) -> Result<segment::Scan> {
+pub(crate) fn scan_file(dir: &Path, file: SegmentFile, config: &LogConfig, access: Access) -> Result<walk::Scan> {
     let path = SegmentPaths::new(dir, file.base).log;
-    let mapped = MappedFile::open_sealed(&path, file.len);
-    let scan = mapped.read_with(0, file.len as usize, |bytes| {
-        let mut scan = segment::scan(bytes, file.base, config.index_interval_bytes);
-        if scan.invalid.is_some() {
-            // Report what was really cut, not the preallocated zeros after it.
-            let tail = &bytes[scan.valid_len as usize..];
-            scan.garbage_bytes = tail.iter().rposition(|&b| b != 0).map_or(0, |p| p as u64 + 1);
-        }
-        scan
-    })?;
-    mapped.retire();
+    let reader = match access {
+        Access::Mapped => MappedFile::open_sealed(&path, file.len),
+        Access::Pread => MappedFile::open_pread(&path, file.len)?,
+    };
+    let scan = walk::scan(&reader, file.len, file.base, config.index_interval_bytes)?;
+    reader.retire();
     scan.ok_or_else(|| Error::io("scan", &path)(std::io::ErrorKind::NotFound.into()))
 }
 
@@ -259,7 +298,7 @@ fn clean_end(
 
 /// Opens the loaded segments: all but the last sealed (trusted up to their file length), the last
 /// active, ending at `next_offset`.
-fn open_segments(dir: &Path, files: &[SegmentFile], next_offset: u64, config: &LogConfig) -> Result<Loaded> {
+pub(crate) fn open_segments(dir: &Path, files: &[SegmentFile], next_offset: u64, config: &LogConfig) -> Result<Loaded> {
     let mut segments = Vec::with_capacity(files.len());
     for pair in files.windows(2) {
         segments.push(LogSegment::open_sealed(dir, pair[0].base, pair[0].len, pair[1].base, config)?);
@@ -271,7 +310,23 @@ fn open_segments(dir: &Path, files: &[SegmentFile], next_offset: u64, config: &L
     Ok(Loaded { segments, next_offset, log_start_offset: files[0].base, report: RecoveryReport::default() })
 }
 
-/// A directory with no segments: an empty log starting at `start`.
+/// A directory with no segments: an empty log at the log start offset, unless the checkpoint says
+/// records up to a higher recovery point were durable, which is acknowledged data lost.
+fn empty_dir(
+    dir: &Path,
+    start: u64,
+    recovery_point: u64,
+    config: &LogConfig,
+    report: &mut RecoveryReport,
+) -> Result<Loaded> {
+    if recovery_point > start {
+        let reason = Corruption::EndsBeforeRecoveryPoint { end: start, recovery_point };
+        recover::accept_loss(dir, 0, config, reason)?;
+        report.acknowledged_records_lost += recovery_point - start;
+    }
+    fresh(dir, start, config)
+}
+
 fn fresh(dir: &Path, start: u64, config: &LogConfig) -> Result<Loaded> {
     let segment = LogSegment::create(dir, start, config, 0)?;
     storage::sync_dir(dir)?;
@@ -283,123 +338,17 @@ fn fresh(dir: &Path, start: u64, config: &LogConfig) -> Result<Loaded> {
     })
 }
 
-/// Step 4, unclean case: validate from the segment holding the recovery point; cut the log at the
-/// first invalid batch at or past it; fail on damage below it.
-fn recover(
-    dir: &Path,
-    mut files: Vec<SegmentFile>,
-    recovery_point: u64,
-    config: &LogConfig,
-    report: &mut RecoveryReport,
-) -> Result<Loaded> {
-    let first = files.iter().rposition(|f| f.base <= recovery_point).unwrap_or(0);
-    tracing::info!(dir = %dir.display(), recovery_point, from_segment = files[first].base, "unclean shutdown: scanning");
-    let mut expected = files[first].base;
-    let mut keep = files.len();
-    for i in first..files.len() {
-        let file = files[i];
-        if file.base != expected {
-            tracing::warn!(expected, found = file.base, "segment does not continue the log; the log ends before it");
-            let previous = SegmentFile { base: files[i - 1].base, len: files[i - 1].len };
-            check_not_acknowledged(
-                dir,
-                previous,
-                expected,
-                recovery_point,
-                Corruption::SegmentGap { expected, found: file.base },
-            )?;
-            keep = i;
-            break;
-        }
-        let mut scan = scan_file(dir, file, config)?;
-        report.segments_scanned += 1;
-        report.bytes_scanned += scan.valid_len;
-        let torn = scan.invalid.clone();
-        if let Some(reason) = &torn {
-            let damaged = SegmentFile { base: file.base, len: scan.valid_len };
-            check_not_acknowledged(dir, damaged, scan.next_offset, recovery_point, reason.clone())?;
-            tracing::warn!(segment = file.base, position = scan.valid_len, %reason, "torn tail: removing the log from here");
-            report.bytes_truncated += scan.garbage_bytes;
-            keep = i + 1;
-        }
-        if torn.is_none() && i + 1 < files.len() {
-            scan.plan.finish(file.base);
-        }
-        segment::write_index_files(dir, file.base, &scan.plan)?;
-        report.indexes_rebuilt += 1;
-        if scan.valid_len != file.len {
-            // A torn tail, the zero tail of the active segment, or a sealed segment left untrimmed
-            // by a crash during a roll.
-            truncate_file(dir, file.base, scan.valid_len)?;
-        }
-        files[i].len = scan.valid_len;
-        expected = scan.next_offset;
-        if torn.is_some() {
-            break;
-        }
-    }
-    let removed: Vec<SegmentFile> = files.drain(keep..).collect();
-    for file in &removed {
-        report.records_truncated += remove_segment(dir, *file, config, report)?;
-    }
-    if !removed.is_empty() {
-        storage::sync_dir(dir)?;
-    }
-    open_segments(dir, &files, expected, config)
-}
-
-/// Damage that ends the log at `end` is acceptable only at or past the recovery point.
-fn check_not_acknowledged(
-    dir: &Path,
-    file: SegmentFile,
-    end: u64,
-    recovery_point: u64,
-    reason: Corruption,
-) -> Result<()> {
-    if end >= recovery_point {
-        return Ok(());
-    }
-    let path = SegmentPaths::new(dir, file.base).log;
-    tracing::error!(file = %path.display(), position = file.len, %reason, end, recovery_point, "damage below the recovery point");
-    Err(Error::corrupt(path, file.len, reason))
-}
-
-/// The recovery form of suffix removal (DESIGN.md §9): nothing is mapped yet, so cut the file and
-/// fsync it. The active segment is re-extended when it is mapped.
-fn truncate_file(dir: &Path, base: u64, len: u64) -> Result<()> {
-    let path = SegmentPaths::new(dir, base).log;
-    let file = fs::OpenOptions::new().write(true).open(&path).map_err(Error::io("open", &path))?;
-    file.set_len(len).map_err(Error::io("truncate", &path))?;
-    file.sync_all().map_err(Error::io("fsync", &path))
-}
-
-/// Deletes a segment that lies after the end of the recovered log; returns the valid records it held.
-fn remove_segment(dir: &Path, file: SegmentFile, config: &LogConfig, report: &mut RecoveryReport) -> Result<u64> {
-    let records = scan_file(dir, file, config).map_or(0, |s| s.records);
-    let paths = SegmentPaths::new(dir, file.base);
-    for path in [paths.log, paths.index, paths.time_index] {
-        if storage::remove_if_exists(&path)? {
-            tracing::warn!(file = %path.display(), "removed a segment past the end of the recovered log");
-            report.files_deleted.push(path);
-        }
-    }
-    Ok(records)
-}
-
 /// Step 5: the log start offset is past everything recovered: drop it all and start there.
-fn restart_empty_at(
-    dir: &Path,
-    loaded: Loaded,
-    start: u64,
-    config: &LogConfig,
-    report: &mut RecoveryReport,
-) -> Result<Loaded> {
+fn restart_empty_at(dir: &Path, loaded: Loaded, config: &LogConfig, report: &mut RecoveryReport) -> Result<Loaded> {
+    let start = loaded.log_start_offset;
     for segment in loaded.segments {
-        let file = SegmentFile { base: segment.base_offset(), len: segment.size() };
+        let paths = SegmentPaths::new(dir, segment.base_offset());
         segment.retire();
-        remove_segment(dir, file, config, report)?;
+        for path in [paths.log, paths.index, paths.time_index] {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+            remove_logged(dir, &name, "segment below the log start offset", report)?;
+        }
     }
-    let mut fresh = fresh(dir, start, config)?;
-    fresh.log_start_offset = start;
-    Ok(fresh)
+    storage::sync_dir(dir)?;
+    fresh(dir, start, config)
 }

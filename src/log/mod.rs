@@ -1,15 +1,19 @@
 //! The Kafka-style `Log`: a skip-list map of segments, one appender at a time, many readers that
 //! never block it (DESIGN.md §1–§9).
 
-mod batch;
+pub(crate) mod batch;
 mod checkpoint;
-mod index;
-mod load;
+pub(crate) mod index;
+mod index_plan;
+pub(crate) mod load;
 mod offset_index;
 mod reader;
-mod segment;
+mod recover;
+pub(crate) mod segment;
+mod swap;
 mod time_index;
 mod varint;
+pub(crate) mod walk;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::ErrorKind;
@@ -31,10 +35,12 @@ pub use time_index::TimeEntry;
 
 use crate::config::LogConfig;
 use crate::error::{Corruption, Error, Result};
+use crate::failpoint::crash_point;
 use crate::format::{ATTR_CREATE_TIME, LOCK_FILE};
 use crate::storage;
 use batch::BatchEncoder;
-use segment::{BatchPos, LogSegment};
+use segment::LogSegment;
+use walk::BatchPos;
 
 /// What an append stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,8 +104,10 @@ pub struct Log {
     poisoned: AtomicBool,
     closed: AtomicBool,
     report: RecoveryReport,
-    /// Holds the directory's exclusive lock until the log is dropped.
-    _lock: File,
+    /// Opened with [`Log::open_read_only`]: no lock, no writes.
+    read_only: bool,
+    /// Holds the directory's exclusive lock until the log is dropped (`None` when read-only).
+    _lock: Option<File>,
 }
 
 /// State only the appender uses, under the append lock.
@@ -128,8 +136,29 @@ impl Log {
         prepare_dir(&dir)?;
         let lock = lock_dir(&dir)?;
         let loaded = load::load(&dir, &config)?;
+        tracing::info!(dir = %dir.display(), report = ?loaded.report, "log opened");
+        Log::assemble(dir, config, loaded, Some(lock))
+    }
+
+    /// Opens the log in `dir` for reading only, as `strata dump`, `verify` and `consume` do: no lock
+    /// is taken and nothing is changed, files are read with `pread` (never mapped, so a writer in
+    /// another process trimming a file cannot crash this one), and a torn tail at the end of the
+    /// last segment is treated as the end of the log (on a live log it is a batch being written).
+    /// Appends and flushes return `Error::ReadOnly`.
+    pub fn open_read_only(dir: impl AsRef<Path>, config: LogConfig) -> Result<Log> {
+        config.validate()?;
+        let dir = dir.as_ref().to_path_buf();
+        match fs::metadata(&dir) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => return Err(Error::NotADirectory { path: dir }),
+            Err(e) => return Err(Error::io("open", &dir)(e)),
+        }
+        let loaded = load::load_read_only(&dir, &config)?;
+        Log::assemble(dir, config, loaded, None)
+    }
+
+    fn assemble(dir: PathBuf, config: LogConfig, loaded: load::Loaded, lock: Option<File>) -> Result<Log> {
         let report = loaded.report;
-        tracing::info!(dir = %dir.display(), ?report, "log opened");
         let segments = SkipMap::new();
         let mut last = None;
         for segment in loaded.segments {
@@ -162,6 +191,7 @@ impl Log {
             closed: AtomicBool::new(false),
             report,
             config,
+            read_only: lock.is_none(),
             _lock: lock,
         })
     }
@@ -319,6 +349,7 @@ impl Log {
             self.segments.insert(base, Arc::clone(&segment));
             self.rolled.lock().push(std::mem::replace(active, segment));
             *rolled = Some(base);
+            crash_point!("after_roll");
         }
         active.reserve(size)?;
         // From here a failure may leave part of the batch stored: the log is poisoned.
@@ -339,6 +370,7 @@ impl Log {
     fn finish_roll(&self, new_base: Option<u64>) -> Result<()> {
         let Some(new_base) = new_base else { return Ok(()) };
         self.seal_rolled()?;
+        crash_point!("after_seal");
         self.sync_dir_if_dirty()?;
         self.durable_offset.fetch_max(new_base, Ordering::AcqRel);
         self.write_checkpoint()
@@ -460,7 +492,7 @@ impl Log {
     }
 
     fn shutdown(&self) -> Result<()> {
-        if self.closed.swap(true, Ordering::AcqRel) {
+        if self.closed.swap(true, Ordering::AcqRel) || self.read_only {
             return Ok(());
         }
         let app = self.appender.lock();
@@ -476,13 +508,16 @@ impl Log {
             active_base: app.active.base_offset(),
             active_len: app.active.size() as u32,
         };
+        crash_point!("before_clean_marker");
         marker.write(&self.dir).map_err(|e| self.poison(e))?;
         tracing::info!(dir = %self.dir.display(), next_offset = marker.next_offset, "log closed cleanly");
         Ok(())
     }
 
     fn check_writable(&self) -> Result<()> {
-        if self.poisoned.load(Ordering::Acquire) {
+        if self.read_only {
+            Err(Error::ReadOnly)
+        } else if self.poisoned.load(Ordering::Acquire) {
             Err(Error::Poisoned)
         } else if self.closed.load(Ordering::Acquire) {
             Err(Error::Closed)
@@ -551,7 +586,7 @@ fn prepare_dir(dir: &Path) -> Result<()> {
 }
 
 /// Takes the directory's exclusive lock (held as long as the returned file is open).
-fn lock_dir(dir: &Path) -> Result<File> {
+pub(crate) fn lock_dir(dir: &Path) -> Result<File> {
     let path = dir.join(LOCK_FILE);
     let file = OpenOptions::new()
         .create(true)

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::log::Log;
 use crate::log::batch::{self, BatchHeader, Header, RawRecord, Span};
-use crate::log::segment::{BatchPos, LogSegment};
+use crate::log::segment::LogSegment;
+use crate::log::walk::BatchPos;
 
 /// Bytes copied per chunk at most (a larger batch is copied whole).
 const CHUNK_BYTES: u64 = 64 << 10;

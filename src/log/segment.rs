@@ -10,11 +10,14 @@ use parking_lot::Mutex;
 
 use crate::config::LogConfig;
 use crate::error::{Corruption, Error, Result};
+use crate::failpoint::{crash_point, error_point};
 use crate::format::{BATCH_HEADER_LEN, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, file_name};
 use crate::log::batch::{self, BatchHeader, RecordIter};
 use crate::log::index::{IndexEntry, SparseIndex, check_entries};
+use crate::log::index_plan::{IndexPlanner, write_index_files};
 use crate::log::offset_index::{OffsetEntry, OffsetIndex};
 use crate::log::time_index::{TimeEntry, TimeIndex};
+use crate::log::walk::{BatchPos, Stop, scan, walk_file};
 use crate::storage::{self, MappedFile};
 
 /// The three file paths of the segment starting at `base_offset`.
@@ -32,56 +35,6 @@ impl SegmentPaths {
             index: dir.join(file_name(base_offset, INDEX_SUFFIX)),
             time_index: dir.join(file_name(base_offset, TIME_INDEX_SUFFIX)),
         }
-    }
-}
-
-/// Where a batch is: its byte position and the offset it must start at (DESIGN.md §4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct BatchPos {
-    pub position: u64,
-    pub expected: u64,
-}
-
-/// Decides the sparse index entries, the same way for appends and for rebuilds.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct IndexPlanner {
-    bytes_since_entry: u64,
-    /// Largest timestamp so far and the base offset of the first batch that reached it.
-    max_timestamp: Option<(i64, u64)>,
-    last_time_entry_ms: i64,
-}
-
-impl IndexPlanner {
-    /// The entries to add for the batch at `position`, before counting its bytes.
-    fn on_batch(
-        &mut self,
-        base: u64,
-        position: u64,
-        header: &BatchHeader,
-        interval: u64,
-    ) -> (Option<OffsetEntry>, Option<TimeEntry>) {
-        if self.max_timestamp.is_none_or(|(max, _)| header.max_timestamp > max) {
-            self.max_timestamp = Some((header.max_timestamp, header.base_offset));
-        }
-        let due = position > 0 && self.bytes_since_entry >= interval;
-        self.bytes_since_entry += header.size();
-        if !due {
-            return (None, None);
-        }
-        self.bytes_since_entry = header.size();
-        let relative_offset = (header.base_offset - base) as u32;
-        let offset_entry = OffsetEntry { relative_offset, position: position as u32 };
-        (Some(offset_entry), self.time_entry(base))
-    }
-
-    /// A time entry for the largest timestamp so far, if it grew since the last entry.
-    fn time_entry(&mut self, base: u64) -> Option<TimeEntry> {
-        let (timestamp_ms, offset) = self.max_timestamp?;
-        if timestamp_ms <= self.last_time_entry_ms {
-            return None;
-        }
-        self.last_time_entry_ms = timestamp_ms;
-        Some(TimeEntry { timestamp_ms, relative_offset: (offset - base) as u32 })
     }
 }
 
@@ -111,6 +64,10 @@ pub(crate) struct LogSegment {
     sealed_max_timestamp: Mutex<Option<(i64, u64)>>,
     /// Whether the indexes passed the full sanity check (sealed segments check at first read).
     indexes_checked: AtomicBool,
+    /// Read-only open: nothing is ever written, and indexes failing their check are not used.
+    read_only: bool,
+    /// Set on a read-only segment whose indexes failed their check: lookups scan from position 0.
+    indexes_unusable: AtomicBool,
     index_interval_bytes: u64,
 }
 
@@ -176,6 +133,23 @@ impl LogSegment {
         Ok(LogSegment::assemble(base_offset, log, offset_index, time_index, next_offset, None, config))
     }
 
+    /// A segment of a read-only open: every file read with `pread`, never mapped or written.
+    pub(crate) fn open_read_only(
+        dir: &Path,
+        base_offset: u64,
+        log_len: u64,
+        next_offset: u64,
+        config: &LogConfig,
+    ) -> Result<LogSegment> {
+        let paths = SegmentPaths::new(dir, base_offset);
+        let offset_index = OffsetIndex::open_pread(&paths.index)?;
+        let time_index = TimeIndex::open_pread(&paths.time_index)?;
+        let log = MappedFile::open_pread(&paths.log, log_len)?;
+        let mut segment = LogSegment::assemble(base_offset, log, offset_index, time_index, next_offset, None, config);
+        segment.read_only = true;
+        Ok(segment)
+    }
+
     fn assemble(
         base_offset: u64,
         log: MappedFile,
@@ -195,6 +169,8 @@ impl LogSegment {
             writer: Mutex::new(writer),
             sealed_max_timestamp: Mutex::new(None),
             indexes_checked: AtomicBool::new(false),
+            read_only: false,
+            indexes_unusable: AtomicBool::new(false),
             index_interval_bytes: config.index_interval_bytes,
         }
     }
@@ -268,6 +244,7 @@ impl LogSegment {
         };
         debug_assert!(header.base_offset >= self.next_offset(), "batches must follow the segment end");
         let position = self.log.append(batch)?;
+        error_point!("append_after_data", self.log_path());
         let (offset_entry, time_entry) =
             writer.planner.on_batch(self.base_offset, position, header, self.index_interval_bytes);
         if let Some(entry) = offset_entry {
@@ -302,6 +279,7 @@ impl LogSegment {
         }
         *self.sealed_max_timestamp.lock() = writer.planner.max_timestamp;
         self.log.seal()?;
+        crash_point!("before_index_flush");
         self.offset_index.seal()?;
         self.time_index.seal()?;
         *sealed = true;
@@ -332,36 +310,20 @@ impl LogSegment {
     }
 
     /// Walks batch headers from `start` over the published bytes, calling `visit` with each batch's
-    /// position and header until it breaks. Checks each header (magic, length, expected offset).
-    /// Returns where the walk stopped; `None` if the segment was retired.
+    /// position, header and bytes until it breaks. An invalid header is `Error::Corrupt`. Returns
+    /// where the walk stopped and the visitor's break value (`None` at the end of the data), or
+    /// `None` if the segment was retired.
     pub(crate) fn walk<B>(
         &self,
         start: BatchPos,
-        mut visit: impl FnMut(BatchPos, &BatchHeader, &[u8]) -> ControlFlow<B>,
-    ) -> Result<Option<WalkEnd<B>>> {
-        let len = self.size();
-        let remaining = len.saturating_sub(start.position) as usize;
-        let walked = self.log.read_with(start.position, remaining, |bytes| {
-            let mut at = start;
-            loop {
-                let rest = &bytes[(at.position - start.position) as usize..];
-                if rest.is_empty() {
-                    return Ok(WalkEnd { at, stop: None });
-                }
-                let header = BatchHeader::decode_from(rest)
-                    .ok_or(Corruption::BadLength { length: BATCH_HEADER_LEN as u64, available: rest.len() as u64 });
-                let header = header.map_err(|e| (at.position, e))?;
-                if header.is_zero() {
-                    return Ok(WalkEnd { at, stop: None });
-                }
-                header.check(rest.len() as u64, Some(at.expected)).map_err(|e| (at.position, e))?;
-                if let ControlFlow::Break(b) = visit(at, &header, &rest[..header.size() as usize]) {
-                    return Ok(WalkEnd { at, stop: Some(b) });
-                }
-                at = BatchPos { position: at.position + header.size(), expected: header.next_offset() };
-            }
-        })?;
-        walked.map(|r| r.map_err(|(position, reason)| self.corrupt(position, reason))).transpose()
+        visit: impl FnMut(BatchPos, &BatchHeader, &[u8]) -> ControlFlow<B>,
+    ) -> Result<Option<(BatchPos, Option<B>)>> {
+        let Some(end) = walk_file(&self.log, self.size(), start, visit)? else { return Ok(None) };
+        match end.stop {
+            Stop::End => Ok(Some((end.at, None))),
+            Stop::Break(b) => Ok(Some((end.at, Some(b)))),
+            Stop::Invalid(reason) => Err(self.corrupt(end.at.position, reason)),
+        }
     }
 
     /// Where the data ends, walking from the last index entry and fully validating each batch on the
@@ -382,14 +344,14 @@ impl LogSegment {
         })?;
         match invalid {
             Some(e) => Err(e),
-            None => Ok(end.map(|e| (e.at.position, e.at.expected))),
+            None => Ok(end.map(|(at, _)| (at.position, at.expected))),
         }
     }
 
     /// Where the walk for `offset` may start: the greatest index entry at or before it.
     fn index_start(&self, offset: u64) -> Result<BatchPos> {
         self.ensure_indexes_checked()?;
-        let entry = self.offset_index.lookup(self.base_offset, offset)?;
+        let entry = if self.indexes_unusable() { None } else { self.offset_index.lookup(self.base_offset, offset)? };
         Ok(entry.map_or(BatchPos { position: 0, expected: self.base_offset }, |(expected, position)| BatchPos {
             position,
             expected,
@@ -403,7 +365,7 @@ impl LogSegment {
         let end = self.walk(start, |at, header, _| {
             if header.last_offset() >= offset { ControlFlow::Break(at) } else { ControlFlow::Continue(()) }
         })?;
-        Ok(end.and_then(|e| e.stop))
+        Ok(end.and_then(|(_, found)| found))
     }
 
     /// Copies whole batches from `start` into `out`, stopping before a batch at or past `upper`, at
@@ -429,15 +391,17 @@ impl LogSegment {
             taken += size;
             ControlFlow::Continue(())
         })?;
-        let Some(end) = end else { return Ok(None) };
+        let Some((next, stopped)) = end else { return Ok(None) };
         let copied = self.log.read_with(start.position, taken as usize, |bytes| out.extend_from_slice(bytes))?;
-        Ok(copied.map(|()| CopyEnd { next: end.at, bytes: taken, end_of_data: end.stop.is_none() }))
+        Ok(copied.map(|()| CopyEnd { next, bytes: taken, end_of_data: stopped.is_none() }))
     }
 
     /// The first offset in `[from, upper)` in this segment whose timestamp is ≥ `timestamp_ms`.
     pub(crate) fn offset_for_timestamp(&self, timestamp_ms: i64, from: u64, upper: u64) -> Result<Option<u64>> {
         self.ensure_indexes_checked()?;
-        let indexed = self.time_index.lookup(self.base_offset, timestamp_ms)?.unwrap_or(self.base_offset);
+        let indexed =
+            if self.indexes_unusable() { None } else { self.time_index.lookup(self.base_offset, timestamp_ms)? };
+        let indexed = indexed.unwrap_or(self.base_offset);
         let Some(start) = self.locate(indexed.max(from))? else { return Ok(None) };
         let mut found: Option<Result<Option<u64>>> = None;
         self.walk(start, |at, header, bytes| {
@@ -480,6 +444,10 @@ impl LogSegment {
         if let Some(writer) = self.writer.lock().as_ref() {
             return Ok(writer.planner.max_timestamp.map_or(0, |(ts, _)| ts));
         }
+        if self.read_only {
+            // The last segment of a live log has no final time entry yet: never skip by time.
+            return Ok(i64::MAX);
+        }
         let mut cached = self.sealed_max_timestamp.lock();
         if let Some((ts, _)) = *cached {
             return Ok(ts);
@@ -496,11 +464,20 @@ impl LogSegment {
             return Ok(());
         }
         if let Err(reason) = self.check_indexes() {
-            tracing::warn!(segment = %self.log_path().display(), %reason, "index failed its sanity check; rebuilding");
-            self.rebuild_sealed_indexes()?;
+            if self.read_only {
+                tracing::warn!(segment = %self.log_path().display(), %reason, "index failed its sanity check; not using it");
+                self.indexes_unusable.store(true, Ordering::Release);
+            } else {
+                tracing::warn!(segment = %self.log_path().display(), %reason, "index failed its sanity check; rebuilding");
+                self.rebuild_sealed_indexes()?;
+            }
         }
         self.indexes_checked.store(true, Ordering::Release);
         Ok(())
+    }
+
+    fn indexes_unusable(&self) -> bool {
+        self.indexes_unusable.load(Ordering::Acquire)
     }
 
     /// The full sanity check: both indexes well-formed, and the last offset entry pointing at a
@@ -509,24 +486,26 @@ impl LogSegment {
         let offsets = check_index(&self.offset_index)?;
         check_index(&self.time_index)?;
         let Some(last) = offsets.last() else { return Ok(()) };
-        let position = u64::from(last.position);
-        let expected = self.base_offset + u64::from(last.relative_offset);
-        if position >= self.size() {
-            return Err(format!("last entry points at {position}, past the data end {}", self.size()));
+        let at = BatchPos {
+            position: u64::from(last.position),
+            expected: self.base_offset + u64::from(last.relative_offset),
+        };
+        if at.position >= self.size() {
+            return Err(format!("last entry points at {}, past the data end {}", at.position, self.size()));
         }
-        let available = (self.size() - position) as usize;
-        let valid = self.log.read_with(position, available, |bytes| batch::validate(bytes, Some(expected)).map(|_| ()));
-        match valid {
-            Ok(Some(Ok(()))) | Ok(None) => Ok(()),
-            Ok(Some(Err(e))) => Err(format!("batch at the last entry ({position}): {e}")),
+        let first =
+            self.walk(at, |at, _, bytes| ControlFlow::Break(batch::validate(bytes, Some(at.expected)).map(|_| ())));
+        match first {
+            Ok(Some((_, Some(Ok(()))))) | Ok(None) => Ok(()),
+            Ok(Some((_, Some(Err(e))))) => Err(format!("batch at the last entry ({}): {e}", at.position)),
+            Ok(Some((_, None))) => Err(format!("no batch at the last entry ({})", at.position)),
             Err(e) => Err(e.to_string()),
         }
     }
 
     /// Rebuilds both indexes of a sealed segment from its `.log` and swaps them in.
     fn rebuild_sealed_indexes(&self) -> Result<()> {
-        let scanned =
-            self.log.read_with(0, self.size() as usize, |b| scan(b, self.base_offset, self.index_interval_bytes))?;
+        let scanned = scan(&self.log, self.size(), self.base_offset, self.index_interval_bytes)?;
         let Some(mut scanned) = scanned else { return Ok(()) };
         if let Some(reason) = scanned.invalid {
             return Err(self.corrupt(scanned.valid_len, reason));
@@ -539,13 +518,6 @@ impl LogSegment {
         self.time_index.replace_sealed(time_len);
         Ok(())
     }
-}
-
-/// Where a header walk stopped: at `at`, with the visitor's break value, or `None` at the end of data.
-#[derive(Debug)]
-pub(crate) struct WalkEnd<B> {
-    pub at: BatchPos,
-    pub stop: Option<B>,
 }
 
 /// Result of [`LogSegment::copy_batches`].
@@ -568,90 +540,6 @@ fn check_index<E: IndexEntry>(index: &SparseIndex<E>) -> Result<Vec<E>, String> 
     Ok(entries)
 }
 
-/// The index entries of a segment's valid batches, and where its valid data ends.
-#[derive(Debug, Default)]
-pub(crate) struct PlannedIndexes {
-    pub offsets: Vec<OffsetEntry>,
-    pub times: Vec<TimeEntry>,
-    pub planner: IndexPlanner,
-}
-
-/// What a full-validation scan of a segment's bytes found.
-#[derive(Debug, Default)]
-pub(crate) struct Scan {
-    /// Index entries of the valid batches.
-    pub plan: PlannedIndexes,
-    /// Bytes of valid batches from position 0.
-    pub valid_len: u64,
-    /// The offset after the last valid batch (the segment base if none).
-    pub next_offset: u64,
-    /// Number of valid batches and records.
-    pub batches: u64,
-    pub records: u64,
-    /// Bytes from the invalid batch to the last non-zero byte (set by the caller that cuts them).
-    pub garbage_bytes: u64,
-    /// Why the scan stopped before the end of `bytes`: an invalid batch (a zero header or the end
-    /// of the bytes is a normal end, `None`).
-    pub invalid: Option<Corruption>,
-}
-
-/// Validates batch after batch (DESIGN.md §4) from the start of a segment's bytes, planning index
-/// entries as it goes, and stops at the first invalid batch, a zero header or the end.
-pub(crate) fn scan(bytes: &[u8], base_offset: u64, interval: u64) -> Scan {
-    let mut scan = Scan { next_offset: base_offset, ..Scan::default() };
-    loop {
-        let rest = &bytes[scan.valid_len as usize..];
-        if rest.is_empty() || BatchHeader::decode_from(rest).is_some_and(|h| h.is_zero()) {
-            return scan;
-        }
-        match batch::validate(rest, Some(scan.next_offset)) {
-            Err(e) => {
-                scan.invalid = Some(e);
-                return scan;
-            }
-            Ok(summary) => {
-                let header = summary.header;
-                scan.plan.add(base_offset, scan.valid_len, &header, interval);
-                scan.valid_len += header.size();
-                scan.next_offset = header.next_offset();
-                scan.batches += 1;
-                scan.records += u64::from(header.record_count);
-            }
-        }
-    }
-}
-
-impl PlannedIndexes {
-    pub(crate) fn add(&mut self, base: u64, position: u64, header: &BatchHeader, interval: u64) {
-        let (offset_entry, time_entry) = self.planner.on_batch(base, position, header, interval);
-        self.offsets.extend(offset_entry);
-        self.times.extend(time_entry);
-    }
-
-    /// Adds the final time entry of a sealed segment.
-    pub(crate) fn finish(&mut self, base: u64) {
-        let last = self.planner.time_entry(base);
-        self.times.extend(last);
-    }
-}
-
-/// Writes planned index files atomically; returns their lengths.
-pub(crate) fn write_index_files(dir: &Path, base_offset: u64, plan: &PlannedIndexes) -> Result<(u64, u64)> {
-    let index_bytes = encode_entries(&plan.offsets);
-    let time_bytes = encode_entries(&plan.times);
-    storage::write_atomically(dir, &file_name(base_offset, INDEX_SUFFIX), &index_bytes)?;
-    storage::write_atomically(dir, &file_name(base_offset, TIME_INDEX_SUFFIX), &time_bytes)?;
-    Ok((index_bytes.len() as u64, time_bytes.len() as u64))
-}
-
-fn encode_entries<E: IndexEntry>(entries: &[E]) -> Vec<u8> {
-    let mut bytes = vec![0u8; entries.len() * E::LEN];
-    for (entry, out) in entries.iter().zip(bytes.chunks_exact_mut(E::LEN)) {
-        entry.encode_into(out);
-    }
-    bytes
-}
-
 fn file_len(path: &Path) -> Result<u64> {
     Ok(std::fs::metadata(path).map_err(Error::io("stat", path))?.len())
 }
@@ -672,26 +560,5 @@ mod tests {
         let max_relative = 100 + u64::from(u32::MAX);
         assert!(!segment.should_roll(50, max_relative, 1, &config), "relative offset u32::MAX still fits");
         assert!(segment.should_roll(50, max_relative + 1, 1, &config));
-    }
-
-    #[test]
-    fn the_planner_never_indexes_position_zero() {
-        let mut planner = IndexPlanner::default();
-        let header = BatchHeader {
-            base_offset: 0,
-            batch_length: 100,
-            magic: 1,
-            crc: 0,
-            attributes: 0,
-            last_offset_delta: 0,
-            base_timestamp: 5,
-            max_timestamp: 5,
-            record_count: 1,
-        };
-        assert_eq!(planner.on_batch(0, 0, &header, 0), (None, None), "position 0 is implied");
-        let next = BatchHeader { base_offset: 1, max_timestamp: 9, ..header };
-        let (offset_entry, time_entry) = planner.on_batch(0, 112, &next, 0);
-        assert_eq!(offset_entry, Some(OffsetEntry { relative_offset: 1, position: 112 }));
-        assert_eq!(time_entry, Some(TimeEntry { timestamp_ms: 9, relative_offset: 1 }));
     }
 }

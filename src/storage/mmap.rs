@@ -14,6 +14,7 @@
 //!   and a file is trimmed only after its writable map is dropped.
 
 use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,6 +24,10 @@ use memmap2::{MmapOptions, MmapRaw};
 use parking_lot::{Mutex, RwLock};
 
 use crate::error::{Corruption, Error, Result};
+use crate::failpoint::error_point;
+
+/// Bytes a `pread` file is read in at once.
+const PREAD_WINDOW: u64 = 1 << 20;
 
 /// An append-only, memory-mapped file (a segment's `.log`, `.index` or `.timeindex`).
 #[derive(Debug)]
@@ -41,6 +46,9 @@ enum State {
     Writable { file: File, map: MmapRaw },
     /// Sealed: no descriptor; a read-only map is created at the first read and may be dropped again.
     ReadOnly { map: Option<MmapRaw> },
+    /// Read with `pread`, never mapped: for read-only opens of a log another process may be writing
+    /// (a writer trimming or zeroing a file would SIGBUS a mapping of it).
+    Pread { file: File },
     /// Released for good; reads return `None`.
     Retired,
 }
@@ -62,6 +70,12 @@ impl MappedFile {
     /// An existing sealed file of `len` bytes; nothing is opened until the first read.
     pub(crate) fn open_sealed(path: &Path, len: u64) -> MappedFile {
         MappedFile::with_state(path, State::ReadOnly { map: None }, len)
+    }
+
+    /// An existing file of `len` bytes read with `pread`; the descriptor is opened now.
+    pub(crate) fn open_pread(path: &Path, len: u64) -> Result<MappedFile> {
+        let file = File::open(path).map_err(Error::io("open", path))?;
+        Ok(MappedFile::with_state(path, State::Pread { file }, len))
     }
 
     fn writable(path: &Path, file: File, len: u64, capacity: u64) -> Result<MappedFile> {
@@ -93,6 +107,15 @@ impl MappedFile {
         match &*self.state.read() {
             State::Writable { map, .. } => map.len() as u64,
             _ => 0,
+        }
+    }
+
+    /// How many bytes a caller should read at once: everything for a mapped file (a slice costs
+    /// nothing), a bounded window for a `pread` file (every byte read is copied).
+    pub(crate) fn window_len(&self) -> u64 {
+        match &*self.state.read() {
+            State::Pread { .. } => PREAD_WINDOW,
+            _ => u64::MAX,
         }
     }
 
@@ -134,6 +157,7 @@ impl MappedFile {
             let state = self.state.read();
             let map = match &*state {
                 State::Writable { map, .. } | State::ReadOnly { map: Some(map) } => map,
+                State::Pread { file } => return self.pread(file, position, len).map(|bytes| Some(f(&bytes))),
                 State::Retired => return Ok(None),
                 State::ReadOnly { map: None } => {
                     drop(state);
@@ -148,6 +172,12 @@ impl MappedFile {
             let bytes = unsafe { std::slice::from_raw_parts(map.as_ptr().add(position as usize), len) };
             return Ok(Some(f(bytes)));
         }
+    }
+
+    fn pread(&self, file: &File, position: u64, len: usize) -> Result<Vec<u8>> {
+        let mut bytes = vec![0u8; len];
+        file.read_exact_at(&mut bytes, position).map_err(Error::io("pread", self.path()))?;
+        Ok(bytes)
     }
 
     fn map_read_only(&self) -> Result<()> {
@@ -172,6 +202,7 @@ impl MappedFile {
     /// fdatasync: makes every appended byte durable (dirty `MAP_SHARED` pages included).
     pub(crate) fn flush(&self) -> Result<()> {
         if let State::Writable { file, .. } = &*self.state.read() {
+            error_point!("fdatasync", self.path());
             file.sync_data().map_err(Error::io("fdatasync", self.path()))?;
         }
         Ok(())
@@ -278,6 +309,17 @@ mod tests {
         std::fs::write(&path, b"short").expect("write");
         let file = MappedFile::open_sealed(&path, 100);
         assert!(matches!(file.read_with(0, 100, |b| b.len()), Err(Error::Corrupt { .. })));
+    }
+
+    #[test]
+    fn pread_files_read_the_same_bytes_in_windows() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"0123456789").expect("write");
+        let file = MappedFile::open_pread(&path, 10).expect("open");
+        assert_eq!(file.window_len(), PREAD_WINDOW);
+        assert_eq!(file.read_with(3, 4, |b| b.to_vec()).expect("read").as_deref(), Some(&b"3456"[..]));
+        assert!(file.read_with(8, 4, |b| b.len()).is_err(), "past the length");
     }
 
     #[test]

@@ -11,10 +11,12 @@ use std::path::Path;
 pub(crate) use mmap::MappedFile;
 
 use crate::error::{Error, Result};
+use crate::failpoint::{crash_point, error_point};
 use crate::format::TMP_SUFFIX;
 
 /// fsyncs a directory, making the creates, renames and unlinks inside it durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    error_point!("fsync_directory", dir);
     let handle = File::open(dir).map_err(Error::io("open directory", dir))?;
     handle.sync_all().map_err(Error::io("fsync directory", dir))
 }
@@ -28,7 +30,9 @@ pub(crate) fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<(
     file.write_all(bytes).map_err(Error::io("write", &tmp))?;
     file.sync_all().map_err(Error::io("fsync", &tmp))?;
     drop(file);
+    crash_point!("after_tmp_write");
     fs::rename(&tmp, &target).map_err(Error::io("rename", &target))?;
+    crash_point!("after_rename");
     sync_dir(dir)
 }
 

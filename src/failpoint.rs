@@ -1,0 +1,54 @@
+//! Named crash points and injected failures, for the crash tests. With the cargo feature
+//! `failpoints` each point is a [`fail`] point: configured to `return` (programmatically with
+//! `fail::cfg`, or in a child process with the `FAILPOINTS` environment variable, e.g.
+//! `FAILPOINTS=after_roll=return` or `2*off->return` for the third hit), a crash point exits the
+//! process on the spot, as a kill would, and an error point makes the operation fail. Without the
+//! feature both compile to nothing.
+//!
+//! Crash points, in the order they occur:
+//! - roll: `after_roll` (new segment created and published, old one not yet sealed),
+//!   `before_index_flush` (a sealing segment's `.log` flushed and trimmed, its indexes not yet),
+//!   `after_seal` (every rolled segment sealed, directory and checkpoint not yet written);
+//! - atomic replace: `after_tmp_write` (temp file written and fsynced, not yet renamed),
+//!   `after_rename` (renamed, directory not yet fsynced);
+//! - close: `before_clean_marker` (everything synced and checkpointed, marker not yet written);
+//! - open: `after_marker_delete`, `swap_renamed` (after each swap file is renamed into place),
+//!   `mid_delete` (after each file a swap replaces is deleted), `after_truncate` (torn segment cut,
+//!   later segments not yet deleted), `after_index_rebuild` (after each rebuilt index pair).
+//!
+//! Error points: `append_after_data` (after a batch's bytes are stored), `fdatasync`,
+//! `fsync_directory`, `write_checkpoint`.
+
+/// The exit status of a process stopped at a crash point.
+pub const CRASH_EXIT_CODE: i32 = 86;
+
+/// Exits the process at crash point `name` without running destructors or flushing anything, as a
+/// kill would (the page cache keeps what was written).
+#[cfg(feature = "failpoints")]
+pub fn crash(name: &str) -> ! {
+    eprintln!("strata: crash point {name}");
+    std::process::exit(CRASH_EXIT_CODE)
+}
+
+/// A crash point: exits the process when the point `$name` is configured to `return`.
+macro_rules! crash_point {
+    ($name:literal) => {
+        #[cfg(feature = "failpoints")]
+        if fail::eval($name, |_| ()).is_some() {
+            $crate::failpoint::crash($name);
+        }
+    };
+}
+
+/// An error point: returns `Error::Io` for `$path` when the point `$name` is configured.
+macro_rules! error_point {
+    ($name:literal, $path:expr) => {
+        #[cfg(feature = "failpoints")]
+        if fail::eval($name, |_| ()).is_some() {
+            let source = std::io::Error::other(concat!("injected failure at ", $name));
+            return Err($crate::error::Error::Io { op: $name, path: ::std::path::PathBuf::from($path), source });
+        }
+    };
+}
+
+pub(crate) use {crash_point, error_point};

@@ -1,0 +1,192 @@
+//! Recovery after an unclean shutdown (DESIGN.md §7 step 4): validate batch by batch from the
+//! segment holding the recovery point, decide where the log ends, and only then change anything:
+//! cut the log there (§9, recovery form: `set_len`, fsync) and rebuild the scanned indexes.
+
+use std::fs;
+use std::path::Path;
+
+use crate::config::{LogConfig, RecoveryMode};
+use crate::error::{Corruption, Error, Result};
+use crate::failpoint::crash_point;
+use crate::format::CORRUPT_SUFFIX;
+use crate::log::checkpoint::Checkpoint;
+use crate::log::index_plan::write_index_files;
+use crate::log::load::{Access, Loaded, RecoveryReport, SegmentFile, open_segments, scan_file};
+use crate::log::segment::SegmentPaths;
+use crate::log::walk::{self, Scan};
+use crate::storage::{self, MappedFile};
+
+/// Where the scan found the end of the log.
+struct End {
+    /// The segments kept, each with its scan; the last one holds the end.
+    kept: Vec<(SegmentFile, Scan)>,
+    /// The offset after the last valid batch.
+    next_offset: u64,
+    /// Why the log ends before its files do, if it does.
+    reason: Option<Corruption>,
+}
+
+/// Recovers `files` (ascending) after an unclean shutdown.
+pub(crate) fn recover(
+    dir: &Path,
+    files: Vec<SegmentFile>,
+    recovery_point: u64,
+    config: &LogConfig,
+    report: &mut RecoveryReport,
+) -> Result<Loaded> {
+    let first = files.iter().rposition(|f| f.base <= recovery_point).unwrap_or(0);
+    tracing::info!(dir = %dir.display(), recovery_point, from_segment = files[first].base, "unclean shutdown: scanning");
+    let end = scan_from(dir, &files[first..], config, report)?;
+    let cut = &end.kept[end.kept.len() - 1];
+    let path = SegmentPaths::new(dir, cut.0.base).log;
+    if end.next_offset < recovery_point {
+        let reason =
+            end.reason.clone().unwrap_or(Corruption::EndsBeforeRecoveryPoint { end: end.next_offset, recovery_point });
+        tracing::error!(file = %path.display(), position = cut.1.valid_len, %reason, end = end.next_offset, recovery_point, "damage below the recovery point");
+        accept_loss(&path, cut.1.valid_len, config, reason)?;
+        report.acknowledged_records_lost += recovery_point - end.next_offset;
+        keep_corrupt(dir, &path, report)?;
+        // Lower the recovery point first, so a crash during the cut cannot resurrect the claim.
+        let start = Checkpoint::read(dir)?.and_then(Result::ok).map_or(0, |c| c.log_start_offset);
+        Checkpoint { log_start_offset: start, recovery_point: end.next_offset }.write(dir)?;
+    } else if let Some(reason) = &end.reason {
+        tracing::warn!(file = %path.display(), position = cut.1.valid_len, %reason, "torn tail: the log ends here");
+    }
+    let removed = &files[first + end.kept.len()..];
+    apply(dir, &files[..first], end, removed, config, report)
+}
+
+/// Phase 1, read only: scans segment after segment until one ends early.
+fn scan_from(dir: &Path, files: &[SegmentFile], config: &LogConfig, report: &mut RecoveryReport) -> Result<End> {
+    let mut kept: Vec<(SegmentFile, Scan)> = Vec::new();
+    let mut expected = files[0].base;
+    for &file in files {
+        if file.base != expected {
+            tracing::warn!(expected, found = file.base, "segment does not continue the log; the log ends before it");
+            let reason = Corruption::SegmentGap { expected, found: file.base };
+            return Ok(End { kept, next_offset: expected, reason: Some(reason) });
+        }
+        let scan = scan_file(dir, file, config, Access::Mapped)?;
+        report.segments_scanned += 1;
+        report.bytes_scanned += scan.valid_len;
+        expected = scan.next_offset;
+        let reason = scan.invalid.clone();
+        kept.push((file, scan));
+        if reason.is_some() {
+            return Ok(End { kept, next_offset: expected, reason });
+        }
+    }
+    Ok(End { kept, next_offset: expected, reason: None })
+}
+
+/// Damage to acknowledged data: an error in `Strict` mode, accepted (and logged) otherwise.
+pub(crate) fn accept_loss(path: &Path, position: u64, config: &LogConfig, reason: Corruption) -> Result<()> {
+    match config.recovery {
+        RecoveryMode::Strict => Err(Error::corrupt(path, position, reason)),
+        RecoveryMode::TruncateCorrupt => {
+            tracing::error!(file = %path.display(), position, %reason, "accepting the loss of acknowledged records (TruncateCorrupt)");
+            Ok(())
+        }
+    }
+}
+
+/// Keeps a copy of a damaged segment as `<name>.corrupt`, never read, for a human to inspect.
+fn keep_corrupt(dir: &Path, path: &Path, report: &mut RecoveryReport) -> Result<()> {
+    let mut copy = path.as_os_str().to_owned();
+    copy.push(CORRUPT_SUFFIX);
+    let copy = std::path::PathBuf::from(copy);
+    fs::copy(path, &copy).map_err(Error::io("copy", &copy))?;
+    fs::File::open(&copy).and_then(|f| f.sync_all()).map_err(Error::io("fsync", &copy))?;
+    storage::sync_dir(dir)?;
+    tracing::warn!(file = %copy.display(), "kept a copy of the damaged segment");
+    report.files_kept_corrupt.push(copy);
+    Ok(())
+}
+
+/// Phase 3: rebuild the scanned segments' indexes, cut the last one at its valid end, remove the
+/// segments after it, fsync the directory. `older` are the segments below the scan, kept as they are.
+fn apply(
+    dir: &Path,
+    older: &[SegmentFile],
+    end: End,
+    removed: &[SegmentFile],
+    config: &LogConfig,
+    report: &mut RecoveryReport,
+) -> Result<Loaded> {
+    let count = end.kept.len();
+    let mut files = older.to_vec();
+    for (i, (file, mut scan)) in end.kept.into_iter().enumerate() {
+        let is_last = i + 1 == count;
+        if !is_last {
+            scan.plan.finish(file.base);
+        }
+        write_index_files(dir, file.base, &scan.plan)?;
+        report.indexes_rebuilt += 1;
+        crash_point!("after_index_rebuild");
+        if scan.valid_len != file.len {
+            if is_last && scan.invalid.is_some() {
+                report.bytes_truncated += data_end(dir, file, scan.valid_len)? - scan.valid_len;
+            }
+            // A torn tail, the zero tail of the active segment, or a sealed segment left untrimmed
+            // by a crash during a roll.
+            truncate_file(dir, file.base, scan.valid_len)?;
+        }
+        files.push(SegmentFile { base: file.base, len: scan.valid_len });
+    }
+    crash_point!("after_truncate");
+    for &file in removed {
+        remove_segment(dir, file, config, report)?;
+    }
+    if !removed.is_empty() {
+        storage::sync_dir(dir)?;
+    }
+    open_segments(dir, &files, end.next_offset, config)
+}
+
+/// The position after the last non-zero byte of a segment file from `from` on.
+fn data_end(dir: &Path, file: SegmentFile, from: u64) -> Result<u64> {
+    let path = SegmentPaths::new(dir, file.base).log;
+    let reader = MappedFile::open_sealed(&path, file.len);
+    let end = walk::nonzero_end(&reader, from, file.len);
+    reader.retire();
+    end
+}
+
+/// The recovery form of suffix removal (DESIGN.md §9): nothing is mapped yet, so cut the file and
+/// fsync it; the blocks past the cut are gone, so nothing there can come back. The active segment
+/// is re-extended (with zeros) when it is mapped.
+fn truncate_file(dir: &Path, base: u64, len: u64) -> Result<()> {
+    let path = SegmentPaths::new(dir, base).log;
+    let file = fs::OpenOptions::new().write(true).open(&path).map_err(Error::io("open", &path))?;
+    file.set_len(len).map_err(Error::io("truncate", &path))?;
+    file.sync_all().map_err(Error::io("fsync", &path))
+}
+
+/// Deletes a segment after the end of the recovered log, counting the valid records and the bytes it
+/// held. Under `TruncateCorrupt` a segment holding data is kept as `.corrupt` instead.
+pub(crate) fn remove_segment(
+    dir: &Path,
+    file: SegmentFile,
+    config: &LogConfig,
+    report: &mut RecoveryReport,
+) -> Result<()> {
+    let records = scan_file(dir, file, config, Access::Mapped).map_or(0, |s| s.records);
+    let bytes = data_end(dir, file, 0)?;
+    report.records_truncated += records;
+    report.bytes_truncated += bytes;
+    let paths = SegmentPaths::new(dir, file.base);
+    if config.recovery == RecoveryMode::TruncateCorrupt && bytes > 0 {
+        let mut kept = paths.log.as_os_str().to_owned();
+        kept.push(CORRUPT_SUFFIX);
+        fs::rename(&paths.log, &kept).map_err(Error::io("rename", &paths.log))?;
+        report.files_kept_corrupt.push(kept.into());
+    }
+    for path in [paths.log, paths.index, paths.time_index] {
+        if storage::remove_if_exists(&path)? {
+            tracing::warn!(file = %path.display(), "removed a segment past the end of the recovered log");
+            report.files_deleted.push(path);
+        }
+        crash_point!("mid_remove");
+    }
+    Ok(())
+}

@@ -1,0 +1,172 @@
+//! Walking the batches of a `.log` file: header by header through bounded windows (a mapped file is
+//! one window; a `pread` file is read a window at a time), and the full-validation scan that
+//! recovery, index rebuilds and `strata verify` share.
+
+use std::ops::ControlFlow;
+
+use crate::error::{Corruption, Result};
+use crate::format::BATCH_HEADER_LEN;
+use crate::log::batch::{self, BatchHeader};
+use crate::log::index_plan::PlannedIndexes;
+use crate::storage::MappedFile;
+
+/// Where a batch is: its byte position and the offset it must start at (DESIGN.md §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BatchPos {
+    pub position: u64,
+    pub expected: u64,
+}
+
+/// Why a walk stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Stop<B> {
+    /// The end of the data: the end of the file, or zero bytes where a header would be.
+    End,
+    /// The visitor broke off at this batch.
+    Break(B),
+    /// The header at this position is invalid.
+    Invalid(Corruption),
+}
+
+/// Where a walk stopped (`at` is the batch it stopped at, or the end of the data).
+#[derive(Debug)]
+pub(crate) struct WalkEnd<B> {
+    pub at: BatchPos,
+    pub stop: Stop<B>,
+}
+
+/// Walks the batches of the first `len` bytes of `file` from `start`, checking each header (magic,
+/// length, expected offset) and calling `visit` with its position, header and bytes. `None` if the
+/// file was retired.
+pub(crate) fn walk_file<B>(
+    file: &MappedFile,
+    len: u64,
+    start: BatchPos,
+    mut visit: impl FnMut(BatchPos, &BatchHeader, &[u8]) -> ControlFlow<B>,
+) -> Result<Option<WalkEnd<B>>> {
+    let window = file.window_len();
+    let mut at = start;
+    let mut needed = 0u64;
+    loop {
+        let remaining = len.saturating_sub(at.position);
+        if remaining == 0 {
+            return Ok(Some(WalkEnd { at, stop: Stop::End }));
+        }
+        let read = remaining.min(window.max(needed)) as usize;
+        let step = file.read_with(at.position, read, |bytes| walk_window(bytes, remaining, &mut at, &mut visit))?;
+        match step {
+            None => return Ok(None),
+            Some(Step::Done(stop)) => return Ok(Some(WalkEnd { at, stop })),
+            Some(Step::NeedMore(bytes)) => needed = bytes,
+        }
+    }
+}
+
+enum Step<B> {
+    Done(Stop<B>),
+    /// The batch at the walk's position needs this many bytes in one window.
+    NeedMore(u64),
+}
+
+/// Walks the batches wholly inside `window`, which starts at `at.position` with `remaining` bytes
+/// of the file from there, advancing `at`.
+fn walk_window<B>(
+    window: &[u8],
+    remaining: u64,
+    at: &mut BatchPos,
+    visit: &mut impl FnMut(BatchPos, &BatchHeader, &[u8]) -> ControlFlow<B>,
+) -> Step<B> {
+    let window_start = at.position;
+    loop {
+        let used = (at.position - window_start) as usize;
+        let rest = &window[used..];
+        let left_in_file = remaining - used as u64;
+        if left_in_file == 0 {
+            return Step::Done(Stop::End);
+        }
+        let Some(header) = BatchHeader::decode_from(rest) else {
+            if (rest.len() as u64) < left_in_file {
+                return Step::NeedMore(BATCH_HEADER_LEN as u64);
+            }
+            // Fewer than 43 bytes left in the file: a zero tail ends the data, anything else is torn.
+            return Step::Done(if rest.iter().all(|&b| b == 0) {
+                Stop::End
+            } else {
+                Stop::Invalid(Corruption::BadLength { length: BATCH_HEADER_LEN as u64, available: left_in_file })
+            });
+        };
+        if header.is_zero() {
+            return Step::Done(Stop::End);
+        }
+        if let Err(e) = header.check(left_in_file, Some(at.expected)) {
+            return Step::Done(Stop::Invalid(e));
+        }
+        let size = header.size();
+        if size > rest.len() as u64 {
+            return Step::NeedMore(size);
+        }
+        if let ControlFlow::Break(b) = visit(*at, &header, &rest[..size as usize]) {
+            return Step::Done(Stop::Break(b));
+        }
+        *at = BatchPos { position: at.position + size, expected: header.next_offset() };
+    }
+}
+
+/// What a full-validation scan of a segment found.
+#[derive(Debug, Default)]
+pub(crate) struct Scan {
+    /// Index entries of the valid batches.
+    pub plan: PlannedIndexes,
+    /// Bytes of valid batches from position 0.
+    pub valid_len: u64,
+    /// The offset after the last valid batch (the segment base if none).
+    pub next_offset: u64,
+    /// Valid batches and records.
+    pub batches: u64,
+    pub records: u64,
+    /// Why the scan stopped before the end of the data: the first invalid batch. A zero header or
+    /// the end of the file is a normal end (`None`).
+    pub invalid: Option<Corruption>,
+}
+
+/// Validates batch after batch (DESIGN.md §4) from the start of a segment file's first `len` bytes,
+/// planning index entries with `interval`, and stops at the first invalid batch, a zero header or
+/// the end. `None` if the file was retired.
+pub(crate) fn scan(file: &MappedFile, len: u64, base_offset: u64, interval: u64) -> Result<Option<Scan>> {
+    let mut scan = Scan { next_offset: base_offset, ..Scan::default() };
+    let start = BatchPos { position: 0, expected: base_offset };
+    let end = walk_file(file, len, start, |at, header, bytes| {
+        if let Err(e) = batch::validate(bytes, Some(at.expected)) {
+            return ControlFlow::Break(e);
+        }
+        scan.plan.add(base_offset, at.position, header, interval);
+        scan.batches += 1;
+        scan.records += u64::from(header.record_count);
+        ControlFlow::Continue(())
+    })?;
+    let Some(end) = end else { return Ok(None) };
+    scan.valid_len = end.at.position;
+    scan.next_offset = end.at.expected;
+    scan.invalid = match end.stop {
+        Stop::End => None,
+        Stop::Break(e) | Stop::Invalid(e) => Some(e),
+    };
+    Ok(Some(scan))
+}
+
+/// The position after the last non-zero byte in `[from, len)` of `file` (`from` if all zero): how
+/// much a truncation at `from` really removes, as opposed to preallocated zeros.
+pub(crate) fn nonzero_end(file: &MappedFile, from: u64, len: u64) -> Result<u64> {
+    let window = file.window_len().min(len.max(1));
+    let mut end = from;
+    let mut position = from;
+    while position < len {
+        let read = (len - position).min(window) as usize;
+        let last = file.read_with(position, read, |bytes| bytes.iter().rposition(|&b| b != 0))?;
+        if let Some(Some(i)) = last {
+            end = position + i as u64 + 1;
+        }
+        position += read as u64;
+    }
+    Ok(end)
+}
