@@ -178,6 +178,14 @@ pub enum Corruption {
         /// The recovery point in the checkpoint.
         recovery_point: u64,
     },
+    /// A segment's valid data ends before offsets the log holds after it (a gap: data is missing).
+    #[error("the data ends at offset {end}, but the log holds offsets up to {upper}")]
+    DataEndsEarly {
+        /// The offset after the last valid batch of the segment.
+        end: u64,
+        /// The visible end of the log.
+        upper: u64,
+    },
     /// A segment's file-name base offset does not continue the previous segment.
     #[error("segment starts at {found}, previous segment ends at {expected}")]
     SegmentGap {

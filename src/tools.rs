@@ -13,6 +13,8 @@ pub struct ProduceOptions {
     pub sync: bool,
     /// Lines per append (a smaller batch is appended at end of input).
     pub batch: usize,
+    /// Report offsets as soon as they are stored, before they are durable (ignored with `sync`).
+    pub print_offsets: bool,
 }
 
 /// Appends each line of `input` (without its line ending) as one record, `batch` lines per append.
@@ -39,6 +41,8 @@ pub fn produce(log: &Log, input: impl BufRead, out: &mut dyn Write, options: Pro
         lines.clear();
         if options.sync {
             log.flush()?;
+        }
+        if options.sync || options.print_offsets {
             for offset in info.base_offset..=info.last_offset {
                 writeln!(out, "{offset}").map_err(write_error)?;
             }
@@ -96,7 +100,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = Log::open(dir.path(), LogConfig::default()).expect("open");
         let mut acks = Vec::new();
-        let options = ProduceOptions { sync: true, batch: 2 };
+        let options = ProduceOptions { sync: true, batch: 2, print_offsets: false };
         let n = produce(&log, &b"one\ntwo\nthree\n"[..], &mut acks, options).expect("produce");
         assert_eq!(n, 3);
         assert_eq!(String::from_utf8(acks).expect("utf8"), "0\n1\n2\n");

@@ -52,6 +52,16 @@ enum Command {
         /// Lines per append.
         #[arg(long, default_value_t = 1)]
         batch: usize,
+        /// Print each record's offset once it is stored, before it is durable (with `--sync`,
+        /// offsets are printed only once durable anyway).
+        #[arg(long)]
+        print_offsets: bool,
+        /// Segment size for a new log or new segments (default: `LogConfig`'s 1 GiB).
+        #[arg(long)]
+        segment_bytes: Option<u64>,
+        /// Bytes between sparse index entries (default: `LogConfig`'s 4096).
+        #[arg(long)]
+        index_interval_bytes: Option<u64>,
     },
     /// Print the contents of a log file or of every file in a log directory.
     Dump {
@@ -150,9 +160,15 @@ fn run(command: Command, out: &mut dyn Write) -> Result<ExitCode, Failure> {
                 print_table(out, &results)?;
             }
         }
-        Command::Produce { dir, sync, batch } => {
-            let log = Log::open(&dir, LogConfig::default())?;
-            tools::produce(&log, io::stdin().lock(), out, ProduceOptions { sync, batch })?;
+        Command::Produce { dir, sync, batch, print_offsets, segment_bytes, index_interval_bytes } => {
+            let defaults = LogConfig::default();
+            let config = LogConfig {
+                segment_bytes: segment_bytes.unwrap_or(defaults.segment_bytes),
+                index_interval_bytes: index_interval_bytes.unwrap_or(defaults.index_interval_bytes),
+                ..defaults
+            };
+            let log = Log::open(&dir, config)?;
+            tools::produce(&log, io::stdin().lock(), out, ProduceOptions { sync, batch, print_offsets })?;
             log.close()?;
         }
         Command::Dump { path, json, records } => {

@@ -39,7 +39,7 @@ use crate::failpoint::crash_point;
 use crate::format::{ATTR_CREATE_TIME, LOCK_FILE};
 use crate::storage;
 use batch::BatchEncoder;
-use segment::LogSegment;
+use segment::{Located, LogSegment};
 use walk::BatchPos;
 
 /// What an append stored.
@@ -445,24 +445,29 @@ impl Log {
         Ok(LogReader::new(self, offset, end, max_bytes as u64))
     }
 
-    /// The segment and batch where a read of `offset` starts, below `upper`.
+    /// The segment and batch where a read of `offset` starts, below `upper`. The segment holding
+    /// `offset` must have a batch at or after it: if its data ends first, records below `upper` are
+    /// missing and that is `Error::Corrupt`, never a silent skip to the next segment.
     pub(crate) fn locate(&self, offset: u64, upper: u64) -> Result<Option<(Arc<LogSegment>, BatchPos)>> {
-        let mut entry = self.segments.upper_bound(Bound::Included(&offset)).or_else(|| self.segments.front());
-        while let Some(e) = entry {
-            let segment = e.value();
-            if segment.base_offset() >= upper {
-                break;
+        // A segment deleted under us by retention is retried once the map no longer holds it.
+        for _ in 0..16 {
+            let start = self.start_offset();
+            let entry = self.segments.upper_bound(Bound::Included(&offset)).filter(|_| offset >= start);
+            let Some(entry) = entry else {
+                return Err(Error::OffsetOutOfRange { requested: offset, start, next: upper });
+            };
+            let segment = entry.value();
+            match segment.locate(offset)? {
+                Located::At(at) => return Ok(Some((Arc::clone(segment), at))),
+                Located::Retired => continue,
+                Located::End(end) if end.expected >= upper => return Ok(None),
+                Located::End(end) => {
+                    let reason = Corruption::DataEndsEarly { end: end.expected, upper };
+                    return Err(segment.corrupt(end.position, reason));
+                }
             }
-            if let Some(at) = segment.locate(offset)? {
-                return Ok(Some((Arc::clone(segment), at)));
-            }
-            entry = e.next();
         }
-        let start = self.start_offset();
-        if offset < start {
-            return Err(Error::OffsetOutOfRange { requested: offset, start, next: upper });
-        }
-        Ok(None)
+        Err(Error::OffsetOutOfRange { requested: offset, start: self.start_offset(), next: upper })
     }
 
     /// The first visible offset whose record timestamp is ≥ `timestamp_ms`, if any.

@@ -76,6 +76,7 @@ impl LogSegment {
     pub(crate) fn create(dir: &Path, base_offset: u64, config: &LogConfig, min_bytes: u64) -> Result<LogSegment> {
         let paths = SegmentPaths::new(dir, base_offset);
         let created = (|| {
+            error_point!("create_segment", &paths.log);
             let log = MappedFile::create(&paths.log, config.segment_bytes.max(min_bytes))?;
             let offset_index = OffsetIndex::create(&paths.index, config.index_bytes)?;
             let time_index = TimeIndex::create(&paths.time_index, config.index_bytes)?;
@@ -305,7 +306,7 @@ impl LogSegment {
         })
     }
 
-    fn corrupt(&self, position: u64, reason: Corruption) -> Error {
+    pub(crate) fn corrupt(&self, position: u64, reason: Corruption) -> Error {
         Error::corrupt(self.log_path(), position, reason)
     }
 
@@ -358,14 +359,18 @@ impl LogSegment {
         }))
     }
 
-    /// The batch holding `offset`, or the first batch after it (compaction leaves gaps). `None` if
-    /// the segment has no batch at or after `offset` (or was retired).
-    pub(crate) fn locate(&self, offset: u64) -> Result<Option<BatchPos>> {
+    /// The batch holding `offset`, or the first batch after it (compaction leaves gaps), or where
+    /// the data ends if no batch does.
+    pub(crate) fn locate(&self, offset: u64) -> Result<Located> {
         let start = self.index_start(offset)?;
         let end = self.walk(start, |at, header, _| {
             if header.last_offset() >= offset { ControlFlow::Break(at) } else { ControlFlow::Continue(()) }
         })?;
-        Ok(end.and_then(|(_, found)| found))
+        Ok(match end {
+            None => Located::Retired,
+            Some((_, Some(at))) => Located::At(at),
+            Some((end, None)) => Located::End(end),
+        })
     }
 
     /// Copies whole batches from `start` into `out`, stopping before a batch at or past `upper`, at
@@ -382,7 +387,7 @@ impl LogSegment {
         out: &mut Vec<u8>,
     ) -> Result<Option<CopyEnd>> {
         let mut taken = 0u64;
-        let end = self.walk(start, |_, header, _| {
+        let end = walk_file(&self.log, self.size(), start, |_, header, _| {
             let size = header.size();
             let fits = if taken == 0 { at_least_one || size <= budget } else { taken + size <= chunk_limit };
             if header.base_offset >= upper || !fits {
@@ -391,9 +396,17 @@ impl LogSegment {
             taken += size;
             ControlFlow::Continue(())
         })?;
-        let Some((next, stopped)) = end else { return Ok(None) };
+        let Some(end) = end else { return Ok(None) };
+        let end_of_data = match end.stop {
+            Stop::End => true,
+            Stop::Break(()) => false,
+            // The batches before an invalid header are returned; the next copy starts at it and
+            // reports it.
+            Stop::Invalid(_) if taken > 0 => false,
+            Stop::Invalid(reason) => return Err(self.corrupt(end.at.position, reason)),
+        };
         let copied = self.log.read_with(start.position, taken as usize, |bytes| out.extend_from_slice(bytes))?;
-        Ok(copied.map(|()| CopyEnd { next, bytes: taken, end_of_data: stopped.is_none() }))
+        Ok(copied.map(|()| CopyEnd { next: end.at, bytes: taken, end_of_data }))
     }
 
     /// The first offset in `[from, upper)` in this segment whose timestamp is ≥ `timestamp_ms`.
@@ -402,7 +415,7 @@ impl LogSegment {
         let indexed =
             if self.indexes_unusable() { None } else { self.time_index.lookup(self.base_offset, timestamp_ms)? };
         let indexed = indexed.unwrap_or(self.base_offset);
-        let Some(start) = self.locate(indexed.max(from))? else { return Ok(None) };
+        let Located::At(start) = self.locate(indexed.max(from))? else { return Ok(None) };
         let mut found: Option<Result<Option<u64>>> = None;
         self.walk(start, |at, header, bytes| {
             if header.base_offset >= upper {
@@ -507,17 +520,29 @@ impl LogSegment {
     fn rebuild_sealed_indexes(&self) -> Result<()> {
         let scanned = scan(&self.log, self.size(), self.base_offset, self.index_interval_bytes)?;
         let Some(mut scanned) = scanned else { return Ok(()) };
-        if let Some(reason) = scanned.invalid {
-            return Err(self.corrupt(scanned.valid_len, reason));
+        if let Some(reason) = &scanned.invalid {
+            // Index what is valid, so the records before the damage stay readable; reads reaching
+            // the damage report it.
+            tracing::error!(segment = %self.log_path().display(), position = scanned.valid_len, %reason, "damaged segment: indexing only the data before the damage");
         }
         scanned.plan.finish(self.base_offset);
-        let entries = scanned.plan;
         let dir = self.log_path().parent().map(Path::to_path_buf).unwrap_or_default();
-        let (index_len, time_len) = write_index_files(&dir, self.base_offset, &entries)?;
+        let (index_len, time_len) = write_index_files(&dir, self.base_offset, &scanned.plan)?;
         self.offset_index.replace_sealed(index_len);
         self.time_index.replace_sealed(time_len);
         Ok(())
     }
+}
+
+/// Result of [`LogSegment::locate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Located {
+    /// The batch holding the offset, or the first after it.
+    At(BatchPos),
+    /// No batch holds the offset or follows it: the data ends here.
+    End(BatchPos),
+    /// The segment was retired (deleted) meanwhile.
+    Retired,
 }
 
 /// Result of [`LogSegment::copy_batches`].
