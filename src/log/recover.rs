@@ -117,9 +117,9 @@ fn apply(
     let mut files = older.to_vec();
     for (i, (file, mut scan)) in end.kept.into_iter().enumerate() {
         let is_last = i + 1 == count;
-        if !is_last {
-            scan.plan.finish(file.base);
-        }
+        // Every segment, the active one too, gets its final time entry: the appender resumes its
+        // largest timestamp from the last entry, and time lookups skip a segment by it.
+        scan.plan.finish(file.base);
         write_index_files(dir, file.base, &scan.plan)?;
         report.indexes_rebuilt += 1;
         crash_point!("after_index_rebuild");
