@@ -1,0 +1,229 @@
+//! Crash test 6: named crash points for exact replay. A child `strata` process runs with
+//! `FAILPOINTS=<point>=<spec>` and exits on the spot at that step (status 86, asserted, so each
+//! test proves its step was reached); the parent then reopens and checks everything acknowledged
+//! is there, intact, dense, and that the interrupted multi-file operation was completed or undone.
+//! Every step of every multi-file operation is crashed at least once: rolls, sealing, checkpoint
+//! and marker writes, close, marker deletion at open, swap completion, recovery's cut, removal of
+//! later segments and index rebuilds.
+#![cfg(feature = "failpoints")]
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::{check_recovered, value_of};
+use strata_log::failpoint::CRASH_EXIT_CODE;
+use strata_log::{Checkpoint, Log, LogConfig, Record};
+
+const SEGMENT_BYTES: u64 = 1024;
+
+fn config() -> LogConfig {
+    LogConfig { segment_bytes: SEGMENT_BYTES, index_interval_bytes: 200, ..LogConfig::default() }
+}
+
+/// Runs `strata produce --sync` on `dir` with `failpoints`, feeding `lines` records from offset
+/// `next` and then closing its input. Returns its exit code and the offset after the last
+/// acknowledged record.
+fn produce(dir: &Path, failpoints: &str, next: u64, lines: u64) -> (Option<i32>, u64) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["produce", "--sync", "--segment-bytes", &SEGMENT_BYTES.to_string(), "--index-interval-bytes", "200"])
+        .arg(dir)
+        .env("FAILPOINTS", failpoints)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        for offset in next..next + lines {
+            let mut line = value_of(offset);
+            line.push(b'\n');
+            if stdin.write_all(&line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut acked = next;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines().map_while(Result::ok) {
+        assert_eq!(line.parse::<u64>().unwrap(), acked);
+        acked += 1;
+    }
+    writer.join().unwrap();
+    (child.wait().unwrap().code(), acked)
+}
+
+/// Runs `strata recover <dir>` with `failpoints`; returns its exit code.
+fn recover(dir: &Path, failpoints: &str) -> Option<i32> {
+    let status = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("recover")
+        .arg(dir)
+        .env("FAILPOINTS", failpoints)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    status.code()
+}
+
+/// A writer crashes at `failpoints`; the log reopens with everything acknowledged.
+fn writer_crash(failpoints: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, acked) = produce(dir.path(), failpoints, 0, 200);
+    assert_eq!(code, Some(CRASH_EXIT_CODE), "{failpoints}: the crash point was reached");
+    let log = check_recovered(dir.path(), config(), acked);
+    assert!(!log.recovery_report().clean_shutdown, "{failpoints}");
+    // The log keeps working after the crash.
+    let next = log.next_offset();
+    drop(log);
+    let (code, acked) = produce(dir.path(), "", next, 50);
+    assert_eq!(code, Some(0));
+    drop(check_recovered(dir.path(), config(), acked));
+}
+
+#[test]
+fn crash_right_after_a_roll() {
+    writer_crash("after_roll=3*off->return");
+}
+
+#[test]
+fn crash_while_sealing_before_the_indexes_are_flushed() {
+    writer_crash("before_index_flush=2*off->return");
+}
+
+#[test]
+fn crash_after_sealing_before_the_directory_and_checkpoint() {
+    writer_crash("after_seal=2*off->return");
+}
+
+#[test]
+fn crash_after_a_checkpoint_temp_file_is_written() {
+    // The first checkpoint write is at open; later ones at rolls.
+    writer_crash("after_tmp_write=3*off->return");
+}
+
+#[test]
+fn crash_after_a_checkpoint_rename_before_the_directory_fsync() {
+    writer_crash("after_rename=3*off->return");
+}
+
+#[test]
+fn crash_at_close_before_the_clean_shutdown_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, acked) = produce(dir.path(), "before_clean_marker=return", 0, 120);
+    assert_eq!(code, Some(CRASH_EXIT_CODE));
+    assert_eq!(acked, 120);
+    assert!(!dir.path().join(".clean-shutdown").exists());
+    let log = check_recovered(dir.path(), config(), acked);
+    assert!(!log.recovery_report().clean_shutdown, "no marker, so no clean shutdown");
+}
+
+#[test]
+fn crash_at_open_right_after_the_marker_is_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, acked) = produce(dir.path(), "", 0, 100);
+    assert_eq!(code, Some(0));
+    assert!(dir.path().join(".clean-shutdown").exists());
+    let (code, _) = produce(dir.path(), "after_marker_delete=return", acked, 10);
+    assert_eq!(code, Some(CRASH_EXIT_CODE));
+    let log = check_recovered(dir.path(), config(), acked);
+    assert!(!log.recovery_report().clean_shutdown, "the marker was consumed: the next open scans");
+}
+
+/// A clean log of several segments; returns the `.log` names in order.
+fn build(dir: &Path, records: u64) -> Vec<String> {
+    let log = Log::open(dir, config()).unwrap();
+    for offset in 0..records {
+        log.append(&[Record::new(&value_of(offset))]).unwrap();
+    }
+    log.close().unwrap();
+    common::file_names(dir).into_iter().filter(|n| n.ends_with(".log")).collect()
+}
+
+/// The state a compaction swap leaves: segments 0 and 1 concatenated as `<0>.log.swap`, the
+/// originals still present. Records are unchanged, so the log reads the same after the swap.
+fn leave_swap(dir: &Path) -> Vec<String> {
+    let logs = build(dir, 120);
+    let mut swap = std::fs::read(dir.join(&logs[0])).unwrap();
+    swap.extend(std::fs::read(dir.join(&logs[1])).unwrap());
+    std::fs::write(dir.join(format!("{}.swap", logs[0])), swap).unwrap();
+    logs
+}
+
+fn swap_crash(failpoints: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = leave_swap(dir.path());
+    assert_eq!(recover(dir.path(), failpoints), Some(CRASH_EXIT_CODE), "{failpoints}");
+    let log = check_recovered(dir.path(), config(), 120);
+    assert_eq!(log.next_offset(), 120);
+    drop(log);
+    assert!(!dir.path().join(&logs[1]).exists(), "{failpoints}: the swapped-in segment replaced the second original");
+}
+
+#[test]
+fn crash_in_swap_completion_after_the_first_deletion() {
+    swap_crash("mid_delete=return");
+}
+
+#[test]
+fn crash_in_swap_completion_after_a_later_deletion() {
+    swap_crash("mid_delete=3*off->return");
+}
+
+#[test]
+fn crash_in_swap_completion_after_the_log_rename() {
+    swap_crash("swap_renamed=return");
+}
+
+/// An unclean log whose recovery must cut: the recovery point in the second segment, a damaged
+/// batch in the third, two segments after it. Returns the offset where the log must end.
+fn leave_torn_log(dir: &Path) -> u64 {
+    let logs = build(dir, 200);
+    assert!(logs.len() >= 5);
+    std::fs::remove_file(dir.join(".clean-shutdown")).unwrap();
+    let base = |name: &String| name.trim_end_matches(".log").parse::<u64>().unwrap();
+    let checkpoint = Checkpoint { log_start_offset: 0, recovery_point: base(&logs[1]) + 1 };
+    std::fs::write(dir.join("checkpoint"), checkpoint.encode()).unwrap();
+    let path = dir.join(&logs[2]);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff; // the segment's last batch
+    std::fs::write(&path, bytes).unwrap();
+    // The cut keeps everything before that last batch: find its base from the next segment's.
+    let batches = match strata_log::inspect::dump_file(&path, false).unwrap() {
+        strata_log::inspect::Dump::Log { batches, .. } => batches,
+        _ => unreachable!(),
+    };
+    batches.last().unwrap().base_offset
+}
+
+fn recovery_crash(failpoints: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let end = leave_torn_log(dir.path());
+    assert_eq!(recover(dir.path(), failpoints), Some(CRASH_EXIT_CODE), "{failpoints}");
+    let log = check_recovered(dir.path(), config(), end);
+    assert_eq!(log.next_offset(), end, "{failpoints}: the interrupted recovery is redone to the same end");
+}
+
+#[test]
+fn crash_in_recovery_after_an_index_rebuild() {
+    recovery_crash("after_index_rebuild=return");
+}
+
+#[test]
+fn crash_in_recovery_after_the_cut() {
+    recovery_crash("after_truncate=return");
+}
+
+#[test]
+fn crash_in_recovery_while_removing_later_segments() {
+    recovery_crash("mid_remove=2*off->return");
+}
+
+#[test]
+fn crash_in_recovery_while_writing_the_checkpoint() {
+    recovery_crash("after_tmp_write=return");
+}
