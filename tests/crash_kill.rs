@@ -73,7 +73,7 @@ fn run_child(dir: &Path, next: u64, rng: &mut impl Rng) -> u64 {
 
 /// Flips random bytes after the last acknowledged batch, in the last segment file.
 fn damage_after(dir: &Path, acked: u64, rng: &mut impl Rng) {
-    let last = common::file_names(dir).into_iter().filter(|n| n.ends_with(".log")).next_back().unwrap();
+    let last = common::file_names(dir).into_iter().rfind(|n| n.ends_with(".log")).unwrap();
     let path = dir.join(&last);
     let Dump::Log { batches, .. } = inspect::dump_file(&path, false).unwrap() else { unreachable!() };
     let from = batches.iter().filter(|b| b.base_offset < acked).map(|b| b.position + b.size).max().unwrap_or(0);
