@@ -115,5 +115,7 @@ fn power_loss_loses_nothing_acknowledged() {
         checked += next;
         drop(log);
     }
-    eprintln!("{cycles} power cuts; {next} records in the log; {checked} record checks in all; every acknowledged record present");
+    eprintln!(
+        "{cycles} power cuts; {next} records in the log; {checked} record checks in all; every acknowledged record present"
+    );
 }

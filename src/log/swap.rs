@@ -25,9 +25,18 @@ pub(crate) fn stale_swaps(names: &[String]) -> Vec<&String> {
         .collect()
 }
 
-/// Completes every remaining swap: deletes the segments its data replaces, then renames its files
-/// into place.
-pub(crate) fn complete_swaps(dir: &Path, config: &LogConfig, report: &mut RecoveryReport) -> Result<()> {
+/// Completes every remaining swap among `names` (listed before `remove_leftovers` ran): deletes the
+/// segments its data replaces, then renames its files into place. Returns whether there was any.
+pub(crate) fn complete_swaps(
+    dir: &Path,
+    names: &[String],
+    config: &LogConfig,
+    report: &mut RecoveryReport,
+) -> Result<bool> {
+    // Stale swaps were just deleted: list again only if there is a swap at all.
+    if !names.iter().any(|n| n.ends_with(SWAP_SUFFIX)) {
+        return Ok(false);
+    }
     let names = dir_names(dir)?;
     let mut swaps: Vec<u64> = names
         .iter()
@@ -36,10 +45,11 @@ pub(crate) fn complete_swaps(dir: &Path, config: &LogConfig, report: &mut Recove
         .map(|(base, _)| base)
         .collect();
     swaps.sort_unstable();
+    let any = !swaps.is_empty();
     for base in swaps {
         complete_swap(dir, base, &names, config, report)?;
     }
-    Ok(())
+    Ok(any)
 }
 
 fn complete_swap(

@@ -245,6 +245,10 @@ impl MappedFile {
     /// index), waiting for current readers of the old contents.
     pub(crate) fn replace_sealed(&self, len: u64) {
         let mut state = self.state.write();
+        if matches!(&*state, State::Writable { .. }) {
+            debug_assert!(false, "replace_sealed on a writable file: {}", self.path().display());
+            return;
+        }
         *state = State::ReadOnly { map: None };
         self.len.store(len, Ordering::Release);
     }
