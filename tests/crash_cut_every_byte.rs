@@ -85,6 +85,7 @@ fn check_torn_tail(dir: &Path, cut: u64, end: u64, end_position: u64) {
     assert!(report.bytes_truncated <= cut - end_position, "cut at {cut}: {report:?}");
     assert_eq!(report.acknowledged_records_lost, 0);
     assert_eq!(read_values(&log), expected_values(end), "cut at {cut}");
+    common::check_lookups(&log);
     log.close().unwrap();
     let log = Log::open(dir, config(RecoveryMode::Strict)).unwrap();
     assert!(log.recovery_report().clean_shutdown, "cut at {cut}: recovery left a clean log");

@@ -150,6 +150,7 @@ fn check(dir: &Path, batches: &[Placed], damaged: Option<usize>, recovery_point:
             } else {
                 assert_eq!(log.next_offset(), first_damaged, "{context}: a torn tail is cut at the damaged batch");
                 assert!(error.is_none(), "{context}: {error:?}");
+                common::check_lookups(&log);
             }
         }
         Err(Error::Corrupt { .. }) => {
