@@ -353,7 +353,11 @@ pub fn recover(dir: &Path, force: bool) -> Result<crate::RecoveryReport> {
         return Err(Error::NotADirectory { path: dir.to_path_buf() });
     }
     let recovery = if force { crate::RecoveryMode::TruncateCorrupt } else { crate::RecoveryMode::Strict };
-    let config = LogConfig { recovery, ..LogConfig::default() };
+    // Reopening re-extends the active segment to `segment_bytes`: use the largest size the log
+    // already has, not the 1 GiB default, so an offline recovery needs no new disk space.
+    let largest = crate::log::load::list_segments(dir)?.iter().map(|f| f.len).max().unwrap_or(0);
+    let segment_bytes = largest.clamp(crate::format::MIN_SEGMENT_BYTES, LogConfig::default().segment_bytes);
+    let config = LogConfig { recovery, segment_bytes, ..LogConfig::default() };
     // Take the lock before touching the marker: never under a live writer.
     let lock = crate::log::lock_dir(dir)?;
     if crate::storage::remove_if_exists(&dir.join(CLEAN_SHUTDOWN_FILE))? {
@@ -442,7 +446,7 @@ fn verify_indexes(
     // Entries past damage in the data are its consequence, not a second finding.
     for (i, e) in offsets.iter().enumerate().filter(|(_, e)| u64::from(e.position) < walked.valid_len) {
         let at = starts.binary_search_by_key(&u64::from(e.position), |&(p, _)| p);
-        if at.map_or(true, |j| starts[j].1 != base + u64::from(e.relative_offset)) {
+        if at.map_or(true, |j| starts[j].1 != base.saturating_add(u64::from(e.relative_offset))) {
             finding(
                 index,
                 (i * OffsetEntry::LEN) as u64,
@@ -454,7 +458,8 @@ fn verify_indexes(
     if let Some(d) = damage {
         finding(time_index, d.position, d.reason);
     }
-    let past_end = |e: &&TimeEntry| base + u64::from(e.relative_offset) >= walked.next_offset.max(base + 1);
+    let past_end =
+        |e: &&TimeEntry| base.saturating_add(u64::from(e.relative_offset)) >= walked.next_offset.max(base + 1);
     if let Some(e) = times.iter().find(past_end).filter(|_| walked.damage.is_none()) {
         finding(time_index, 0, format!("entry {e:?} points past the segment's last offset"));
     }

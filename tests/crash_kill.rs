@@ -3,7 +3,8 @@
 //! after the last acknowledged position (never before it), reopens, and checks: every acknowledged
 //! record present and intact, offsets dense without duplicates, every record returned has the
 //! value written at its offset, lookups agree with a linear scan, no temporary files. Then it
-//! starts the next child on the same directory.
+//! starts the next child on the same directory. (Bytes after the checkpoint's recovery point are
+//! damaged too: the writer may have made a batch durable and been killed before acknowledging it.)
 //!
 //! Kills: 50 by default, `STRATA_KILL_LOOPS` for more. Seeded: `STRATA_SEED` replays.
 #![allow(clippy::unwrap_used)]
@@ -17,8 +18,8 @@ use std::time::Duration;
 
 use common::{check_recovered, value_of};
 use rand::{Rng, RngExt};
-use strata_log::LogConfig;
 use strata_log::inspect::{self, Dump};
+use strata_log::{Checkpoint, LogConfig};
 
 const SEGMENT_BYTES: u64 = 8192;
 
@@ -71,12 +72,16 @@ fn run_child(dir: &Path, next: u64, rng: &mut impl Rng) -> u64 {
     acked
 }
 
-/// Flips random bytes after the last acknowledged batch, in the last segment file.
+/// Flips random bytes in the last segment file after everything that was durable: after the last
+/// acknowledged batch, and after the checkpoint's recovery point (the writer may have fsynced and
+/// checkpointed a batch it was killed before acknowledging; a crash cannot tear that).
 fn damage_after(dir: &Path, acked: u64, rng: &mut impl Rng) {
+    let checkpoint = Checkpoint::decode(&std::fs::read(dir.join("checkpoint")).unwrap()).unwrap();
+    let durable = acked.max(checkpoint.recovery_point);
     let last = common::file_names(dir).into_iter().rfind(|n| n.ends_with(".log")).unwrap();
     let path = dir.join(&last);
     let Dump::Log { batches, .. } = inspect::dump_file(&path, false).unwrap() else { unreachable!() };
-    let from = batches.iter().filter(|b| b.base_offset < acked).map(|b| b.position + b.size).max().unwrap_or(0);
+    let from = batches.iter().filter(|b| b.base_offset < durable).map(|b| b.position + b.size).max().unwrap_or(0);
     let mut bytes = std::fs::read(&path).unwrap();
     if from as usize >= bytes.len() {
         return;

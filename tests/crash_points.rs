@@ -178,21 +178,25 @@ fn crash_in_swap_completion_after_the_log_rename() {
     swap_crash("swap_renamed=return");
 }
 
-/// An unclean log whose recovery must cut: the recovery point in the second segment, a damaged
-/// batch in the third, two segments after it. Returns the offset where the log must end.
+/// An unclean log whose recovery must cut, as a crash during a roll leaves it: the recovery point in
+/// the second segment; the third still untrimmed (its preallocated zero tail) with its last batch
+/// torn; two segments after it. Returns the offset where the log must end.
 fn leave_torn_log(dir: &Path) -> u64 {
     let logs = build(dir, 200);
-    assert!(logs.len() >= 5);
     std::fs::remove_file(dir.join(".clean-shutdown")).unwrap();
+    let len = |name: &String| std::fs::metadata(dir.join(name)).unwrap().len();
+    // A segment with room left (one filled to the last byte has no zero tail to tell it unsealed)
+    // and two segments after it.
+    let torn = (2..logs.len() - 2).find(|&i| len(&logs[i]) < SEGMENT_BYTES).expect("a segment with room");
     let base = |name: &String| name.trim_end_matches(".log").parse::<u64>().unwrap();
-    let checkpoint = Checkpoint { log_start_offset: 0, recovery_point: base(&logs[1]) + 1 };
+    let checkpoint = Checkpoint { log_start_offset: 0, recovery_point: base(&logs[torn - 1]) + 1 };
     std::fs::write(dir.join("checkpoint"), checkpoint.encode()).unwrap();
-    let path = dir.join(&logs[2]);
+    let path = dir.join(&logs[torn]);
     let mut bytes = std::fs::read(&path).unwrap();
     let last = bytes.len() - 1;
     bytes[last] ^= 0xff; // the segment's last batch
+    bytes.resize(SEGMENT_BYTES as usize, 0); // never sealed: still preallocated
     std::fs::write(&path, bytes).unwrap();
-    // The cut keeps everything before that last batch: find its base from the next segment's.
     let batches = match strata_log::inspect::dump_file(&path, false).unwrap() {
         strata_log::inspect::Dump::Log { batches, .. } => batches,
         _ => unreachable!(),

@@ -130,12 +130,12 @@ impl BatchHeader {
 
     /// Offset of the last record (or, for an emptied cleaner batch, the last it covered).
     pub const fn last_offset(&self) -> u64 {
-        self.base_offset + self.last_offset_delta as u64
+        self.base_offset.saturating_add(self.last_offset_delta as u64)
     }
 
     /// The offset the batch after this one must start at.
     pub const fn next_offset(&self) -> u64 {
-        self.last_offset() + 1
+        self.last_offset().saturating_add(1)
     }
 
     /// Written by the cleaner (bit 4): offset gaps are allowed.
@@ -171,6 +171,9 @@ impl BatchHeader {
         let size = self.size();
         if size < BATCH_HEADER_LEN as u64 || size > available.min(MAX_BATCH_LEN as u64) {
             return Err(Corruption::BadLength { length: size, available });
+        }
+        if self.base_offset.checked_add(u64::from(self.last_offset_delta) + 1).is_none() {
+            return Err(Corruption::BadOffsetDeltas("offsets past u64::MAX"));
         }
         match expected {
             Some(e) if self.base_offset < e || (self.base_offset > e && !self.is_cleaner()) => {
@@ -655,6 +658,15 @@ mod tests {
         let crc = crc32fast::hash(&bytes[ATTRIBUTES_POS..]);
         BigEndian::write_u32(&mut bytes[CRC_POS..], crc);
         assert!(matches!(validate(&bytes, Some(0)), Err(Corruption::BadRecord { .. })));
+    }
+
+    #[test]
+    fn offsets_past_u64_max_are_rejected_not_wrapped() {
+        let bytes = encode(u64::MAX - 1, &[Record::new(b"a"), Record::new(b"b")], &[1, 1]);
+        let err = validate(&bytes, Some(u64::MAX - 1)).expect_err("the next offset would be 2^64");
+        assert_eq!(err, Corruption::BadOffsetDeltas("offsets past u64::MAX"));
+        let one = encode(u64::MAX - 1, &[Record::new(b"a")], &[1]);
+        assert!(validate(&one, Some(u64::MAX - 1)).is_ok(), "the last offset is u64::MAX - 1, next u64::MAX");
     }
 
     #[test]

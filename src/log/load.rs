@@ -11,7 +11,7 @@ use crate::error::{Corruption, Error, Result};
 use crate::failpoint::crash_point;
 use crate::format::{
     CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, MAX_SEGMENT_BYTES, PREALLOC_SUFFIX,
-    TIME_INDEX_SUFFIX, TMP_SUFFIX, parse_file_name,
+    SWAP_SUFFIX, TIME_INDEX_SUFFIX, TMP_SUFFIX, parse_file_name,
 };
 use crate::log::checkpoint::{Checkpoint, CleanShutdown};
 use crate::log::index_plan::write_index_files;
@@ -173,7 +173,14 @@ fn remove_leftovers(dir: &Path, names: &[String], report: &mut RecoveryReport) -
     let before = report.files_deleted.len();
     for name in names {
         let leftover = [DELETED_SUFFIX, CLEANED_SUFFIX, PREALLOC_SUFFIX, TMP_SUFFIX].iter().any(|s| name.ends_with(s));
-        let orphan = matches!(parse_file_name(name), Some((base, INDEX_SUFFIX | TIME_INDEX_SUFFIX)) if !is_log(base));
+        let orphan = match parse_file_name(name) {
+            Some((base, INDEX_SUFFIX | TIME_INDEX_SUFFIX)) => !is_log(base),
+            // Index swaps whose log swap was already renamed into place (a crash between renames).
+            Some((base, suffix)) if suffix.ends_with(SWAP_SUFFIX) && !suffix.starts_with(LOG_SUFFIX) => {
+                !names.contains(&format!("{}{SWAP_SUFFIX}", crate::format::file_name(base, LOG_SUFFIX)))
+            }
+            _ => false,
+        };
         if leftover || orphan || stale_swaps.contains(&name) {
             remove_logged(dir, name, "leftover file", report)?;
         }

@@ -372,8 +372,18 @@ impl Log {
         self.seal_rolled()?;
         crash_point!("after_seal");
         self.sync_dir_if_dirty()?;
-        self.durable_offset.fetch_max(new_base, Ordering::AcqRel);
+        self.advance_durable(new_base)?;
         self.write_checkpoint()
+    }
+
+    /// Moves the durable offset to `to` — unless a failure poisoned the log meanwhile (another
+    /// thread's fsync may have failed over data this caller's sync did not cover).
+    fn advance_durable(&self, to: u64) -> Result<()> {
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(Error::Poisoned);
+        }
+        self.durable_offset.fetch_max(to, Ordering::AcqRel);
+        Ok(())
     }
 
     /// Seals every segment rolled away from so far, oldest first.
@@ -400,7 +410,10 @@ impl Log {
     /// last flush, and of the directory if a segment was created.
     pub fn flush(&self) -> Result<()> {
         self.check_writable()?;
-        self.flush_all()
+        self.flush_all()?;
+        // An explicit flush also moves the recovery point, so what it made durable is protected at
+        // the next open: damage there is reported, never cut as a torn tail.
+        self.write_checkpoint()
     }
 
     fn flush_all(&self) -> Result<()> {
@@ -409,14 +422,16 @@ impl Log {
             entry.value().flush().map_err(|e| self.poison(e))?;
         }
         self.sync_dir_if_dirty()?;
-        self.durable_offset.fetch_max(target, Ordering::AcqRel);
-        Ok(())
+        self.advance_durable(target)
     }
 
     fn sync_dir_if_dirty(&self) -> Result<()> {
         let _serialised = self.dir_sync.lock();
-        if self.dir_dirty.swap(false, Ordering::AcqRel) {
-            storage::sync_dir(&self.dir).map_err(|e| self.poison(e))?;
+        if self.dir_dirty.swap(false, Ordering::AcqRel)
+            && let Err(e) = storage::sync_dir(&self.dir)
+        {
+            self.dir_dirty.store(true, Ordering::Release);
+            return Err(self.poison(e));
         }
         Ok(())
     }
@@ -424,6 +439,9 @@ impl Log {
     /// Writes the checkpoint with the durable offset as recovery point (never moving it back).
     fn write_checkpoint(&self) -> Result<()> {
         let mut checkpoint = self.checkpoint.lock();
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(Error::Poisoned);
+        }
         let next = Checkpoint {
             log_start_offset: self.start_offset(),
             recovery_point: checkpoint.recovery_point.max(self.durable_offset()),

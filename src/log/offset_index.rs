@@ -44,8 +44,8 @@ impl OffsetIndex {
     /// The greatest entry whose batch starts at or before `offset`, as (base offset, position);
     /// `None` means "start at position 0".
     pub(crate) fn lookup(&self, base_offset: u64, offset: u64) -> Result<Option<(u64, u64)>> {
-        let found = self.floor(|e| base_offset + u64::from(e.relative_offset) <= offset)?;
-        Ok(found.map(|e| (base_offset + u64::from(e.relative_offset), u64::from(e.position))))
+        let found = self.floor(|e| base_offset.saturating_add(u64::from(e.relative_offset)) <= offset)?;
+        Ok(found.map(|e| (base_offset.saturating_add(u64::from(e.relative_offset)), u64::from(e.position))))
     }
 }
 

@@ -3,6 +3,8 @@
 //! cut the log there (§9, recovery form: `set_len`, fsync) and rebuild the scanned indexes.
 
 use std::fs;
+
+use fs2::FileExt;
 use std::path::Path;
 
 use crate::config::{LogConfig, RecoveryMode};
@@ -39,12 +41,15 @@ pub(crate) fn recover(
     let end = scan_from(dir, &files[first..], config, report)?;
     let cut = &end.kept[end.kept.len() - 1];
     let path = SegmentPaths::new(dir, cut.0.base).log;
-    if end.next_offset < recovery_point {
+    let after = files.get(first + end.kept.len()).map(|f| f.base);
+    let sealed = end.reason.is_some() && after.is_some() && was_sealed(dir, cut.0, cut.1.valid_len, config)?;
+    if end.next_offset < recovery_point || sealed {
         let reason =
             end.reason.clone().unwrap_or(Corruption::EndsBeforeRecoveryPoint { end: end.next_offset, recovery_point });
-        tracing::error!(file = %path.display(), position = cut.1.valid_len, %reason, end = end.next_offset, recovery_point, "damage below the recovery point");
+        tracing::error!(file = %path.display(), position = cut.1.valid_len, %reason, end = end.next_offset, recovery_point, sealed, "damage to acknowledged data");
         accept_loss(&path, cut.1.valid_len, config, reason)?;
-        report.acknowledged_records_lost += recovery_point - end.next_offset;
+        let lost_up_to = recovery_point.max(after.unwrap_or(0));
+        report.acknowledged_records_lost += lost_up_to.saturating_sub(end.next_offset);
         keep_corrupt(dir, &path, report)?;
         // Lower the recovery point first, so a crash during the cut cannot resurrect the claim.
         let start = Checkpoint::read(dir)?.and_then(Result::ok).map_or(0, |c| c.log_start_offset);
@@ -54,6 +59,14 @@ pub(crate) fn recover(
     }
     let removed = &files[first + end.kept.len()..];
     apply(dir, &files[..first], end, removed, config, report)
+}
+
+/// Whether a segment that is not the last one was sealed (fsynced, then trimmed) before the crash:
+/// then an invalid batch in it, or a gap after it, cannot be a torn write, whatever the recovery
+/// point says (a missing or old checkpoint must not turn damage into a silent cut of every later
+/// segment). A segment still carrying its preallocated zero tail was not sealed.
+fn was_sealed(dir: &Path, file: SegmentFile, valid_len: u64, config: &LogConfig) -> Result<bool> {
+    Ok(file.len < config.segment_bytes || data_end(dir, file, valid_len)? == file.len)
 }
 
 /// Phase 1, read only: scans segment after segment until one ends early.
@@ -92,15 +105,24 @@ pub(crate) fn accept_loss(path: &Path, position: u64, config: &LogConfig, reason
 
 /// Keeps a copy of a damaged segment as `<name>.corrupt`, never read, for a human to inspect.
 fn keep_corrupt(dir: &Path, path: &Path, report: &mut RecoveryReport) -> Result<()> {
-    let mut copy = path.as_os_str().to_owned();
-    copy.push(CORRUPT_SUFFIX);
-    let copy = std::path::PathBuf::from(copy);
+    let copy = corrupt_name(path);
     fs::copy(path, &copy).map_err(Error::io("copy", &copy))?;
     fs::File::open(&copy).and_then(|f| f.sync_all()).map_err(Error::io("fsync", &copy))?;
     storage::sync_dir(dir)?;
     tracing::warn!(file = %copy.display(), "kept a copy of the damaged segment");
     report.files_kept_corrupt.push(copy);
     Ok(())
+}
+
+/// `<path>.corrupt`, or `<path>.corrupt.N` if earlier recoveries kept copies already.
+fn corrupt_name(path: &Path) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(CORRUPT_SUFFIX);
+    let first = std::path::PathBuf::from(&name);
+    (1..)
+        .map(|n| if n == 1 { first.clone() } else { format!("{}.{n}", first.display()).into() })
+        .find(|p: &std::path::PathBuf| !p.exists())
+        .unwrap_or(first)
 }
 
 /// Phase 3: rebuild the scanned segments' indexes, cut the last one at its valid end, remove the
@@ -123,13 +145,21 @@ fn apply(
         write_index_files(dir, file.base, &scan.plan)?;
         report.indexes_rebuilt += 1;
         crash_point!("after_index_rebuild");
-        if scan.valid_len != file.len {
-            if is_last && scan.invalid.is_some() {
+        if is_last {
+            // The segment the log continues in: cut it at its valid end and re-extend it with
+            // zeros (DESIGN.md §9, recovery form), so even after a crash right here it still looks
+            // like an active segment and never like a sealed one that lost data.
+            if scan.valid_len != file.len {
                 report.bytes_truncated += data_end(dir, file, scan.valid_len)? - scan.valid_len;
             }
-            // A torn tail, the zero tail of the active segment, or a sealed segment left untrimmed
-            // by a crash during a roll.
-            truncate_file(dir, file.base, scan.valid_len)?;
+            cut_file(dir, file.base, scan.valid_len, config.segment_bytes.max(file.len))?;
+        } else if scan.valid_len != file.len {
+            // A sealed segment left untrimmed by a crash during a roll: finish trimming it.
+            cut_file(dir, file.base, scan.valid_len, scan.valid_len)?;
+        } else {
+            // Kept whole: its data may still be only in the page cache of a crashed process; the
+            // recovery point is about to move past it.
+            sync_file(dir, file.base)?;
         }
         files.push(SegmentFile { base: file.base, len: scan.valid_len });
     }
@@ -152,14 +182,21 @@ fn data_end(dir: &Path, file: SegmentFile, from: u64) -> Result<u64> {
     end
 }
 
-/// The recovery form of suffix removal (DESIGN.md §9): nothing is mapped yet, so cut the file and
-/// fsync it; the blocks past the cut are gone, so nothing there can come back. The active segment
-/// is re-extended (with zeros) when it is mapped.
-fn truncate_file(dir: &Path, base: u64, len: u64) -> Result<()> {
+/// The recovery form of suffix removal (DESIGN.md §9): nothing is mapped yet, so cut the file at
+/// `len`, preallocate it back to `preallocated` (the new blocks read as zeros: nothing past the cut
+/// can come back), fsync.
+fn cut_file(dir: &Path, base: u64, len: u64, preallocated: u64) -> Result<()> {
     let path = SegmentPaths::new(dir, base).log;
     let file = fs::OpenOptions::new().write(true).open(&path).map_err(Error::io("open", &path))?;
     file.set_len(len).map_err(Error::io("truncate", &path))?;
+    file.allocate(preallocated).map_err(Error::io("fallocate", &path))?;
     file.sync_all().map_err(Error::io("fsync", &path))
+}
+
+fn sync_file(dir: &Path, base: u64) -> Result<()> {
+    let path = SegmentPaths::new(dir, base).log;
+    let file = fs::File::open(&path).map_err(Error::io("open", &path))?;
+    file.sync_data().map_err(Error::io("fdatasync", &path))
 }
 
 /// Deletes a segment after the end of the recovered log, counting the valid records and the bytes it
@@ -176,10 +213,9 @@ pub(crate) fn remove_segment(
     report.bytes_truncated += bytes;
     let paths = SegmentPaths::new(dir, file.base);
     if config.recovery == RecoveryMode::TruncateCorrupt && bytes > 0 {
-        let mut kept = paths.log.as_os_str().to_owned();
-        kept.push(CORRUPT_SUFFIX);
+        let kept = corrupt_name(&paths.log);
         fs::rename(&paths.log, &kept).map_err(Error::io("rename", &paths.log))?;
-        report.files_kept_corrupt.push(kept.into());
+        report.files_kept_corrupt.push(kept);
     }
     for path in [paths.log, paths.index, paths.time_index] {
         if storage::remove_if_exists(&path)? {

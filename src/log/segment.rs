@@ -58,8 +58,10 @@ pub(crate) struct LogSegment {
     /// `Some` while the segment is active.
     writer: Mutex<Option<SegmentWriter>>,
     /// Held through a whole seal, and by flushes, so a flush never returns while a concurrent seal
-    /// has not yet made the data durable. `true` once sealed. Appends never take it.
-    sealed: Mutex<bool>,
+    /// has not yet made the data durable. Appends never take it.
+    seal_state: Mutex<SealState>,
+    /// Serialises the first-read index check (and rebuild), so it runs once.
+    index_check: Mutex<()>,
     /// Largest timestamp and its batch's offset, once known for a sealed segment.
     sealed_max_timestamp: Mutex<Option<(i64, u64)>>,
     /// Whether the indexes passed the full sanity check (sealed segments check at first read).
@@ -117,7 +119,7 @@ impl LogSegment {
         let log = MappedFile::open_writable(&paths.log, log_len, config.segment_bytes)?;
         let mut segment = LogSegment::assemble(base_offset, log, offset_index, time_index, next_offset, None, config);
         *segment.writer.get_mut() = Some(segment.resume_writer()?);
-        *segment.sealed.get_mut() = false;
+        *segment.seal_state.get_mut() = SealState::Active;
         segment.indexes_checked = AtomicBool::new(true);
         Ok(segment)
     }
@@ -187,7 +189,8 @@ impl LogSegment {
             offset_index,
             time_index,
             next_offset: AtomicU64::new(next_offset),
-            sealed: Mutex::new(writer.is_none()),
+            seal_state: Mutex::new(if writer.is_none() { SealState::Sealed } else { SealState::Active }),
+            index_check: Mutex::new(()),
             writer: Mutex::new(writer),
             sealed_max_timestamp: Mutex::new(None),
             indexes_checked: AtomicBool::new(false),
@@ -204,7 +207,8 @@ impl LogSegment {
         let last_time = self.time_index.last()?;
         let planner = IndexPlanner {
             bytes_since_entry: len - last_entry_position,
-            max_timestamp: last_time.map(|e| (e.timestamp_ms, self.base_offset + u64::from(e.relative_offset))),
+            max_timestamp: last_time
+                .map(|e| (e.timestamp_ms, self.base_offset.saturating_add(u64::from(e.relative_offset)))),
             last_time_entry_ms: last_time.map_or(0, |e| e.timestamp_ms),
         };
         let first = if len == 0 { None } else { Some(self.header_at(0, len)?.max_timestamp) };
@@ -283,30 +287,43 @@ impl LogSegment {
     /// fdatasync of the `.log` (the indexes are derived: recovery rebuilds them from the recovery
     /// point on, so only sealing flushes them).
     pub(crate) fn flush(&self) -> Result<()> {
-        let sealed = self.sealed.lock();
-        if *sealed { Ok(()) } else { self.log.flush() }
+        let mut state = self.seal_state.lock();
+        match *state {
+            SealState::Sealed => Ok(()),
+            SealState::Failed => Err(Error::Poisoned),
+            // A failed fdatasync may not fail again (Linux reports an error once): remember it.
+            SealState::Active => self.log.flush().inspect_err(|_| *state = SealState::Failed),
+        }
     }
 
     /// Seals the segment: final time entry, flush, trim every file, drop the writable maps.
     pub(crate) fn seal(&self) -> Result<()> {
-        let mut sealed = self.sealed.lock();
-        if *sealed {
-            return Ok(());
+        let mut state = self.seal_state.lock();
+        match *state {
+            SealState::Sealed => return Ok(()),
+            SealState::Failed => return Err(Error::Poisoned),
+            SealState::Active => {}
         }
-        let Some(mut writer) = self.writer.lock().take() else {
-            return Ok(());
-        };
-        if let Some(entry) = writer.planner.time_entry(self.base_offset) {
+        // Any failure leaves the segment Failed: a retry must not report a seal that did not happen.
+        self.seal_steps().inspect_err(|_| *state = SealState::Failed)?;
+        *state = SealState::Sealed;
+        Ok(())
+    }
+
+    fn seal_steps(&self) -> Result<()> {
+        let mut writer = self.writer.lock();
+        let Some(active) = writer.as_mut() else { return Ok(()) };
+        if let Some(entry) = active.planner.time_entry(self.base_offset) {
             self.time_index.append(entry)?;
         }
-        *self.sealed_max_timestamp.lock() = writer.planner.max_timestamp;
+        *self.sealed_max_timestamp.lock() = active.planner.max_timestamp;
         self.log.seal()?;
         crash_point!("before_index_flush");
         self.offset_index.seal()?;
         self.time_index.seal()?;
+        *writer = None;
         // Written by this process and trimmed just now: nothing to check at first read.
         self.indexes_checked.store(true, Ordering::Release);
-        *sealed = true;
         Ok(())
     }
 
@@ -356,7 +373,7 @@ impl LogSegment {
         let base = self.base_offset;
         let start = self.offset_index.last()?.map_or(BatchPos { position: 0, expected: base }, |e| BatchPos {
             position: u64::from(e.position),
-            expected: base + u64::from(e.relative_offset),
+            expected: base.saturating_add(u64::from(e.relative_offset)),
         });
         let mut invalid = None;
         let end = self.walk(start, |at, _, bytes| match batch::validate(bytes, Some(at.expected)) {
@@ -438,7 +455,14 @@ impl LogSegment {
         let indexed =
             if self.indexes_unusable() { None } else { self.time_index.lookup(self.base_offset, timestamp_ms)? };
         let indexed = indexed.unwrap_or(self.base_offset);
-        let Located::At(start) = self.locate(indexed.max(from))? else { return Ok(None) };
+        let start = match self.locate(indexed.max(from))? {
+            Located::At(start) => start,
+            Located::End(end) if end.expected < self.next_offset().min(upper) => {
+                let reason = Corruption::DataEndsEarly { end: end.expected, upper: self.next_offset().min(upper) };
+                return Err(self.corrupt(end.position, reason));
+            }
+            Located::End(_) | Located::Retired => return Ok(None),
+        };
         let mut found: Option<Result<Option<u64>>> = None;
         self.walk(start, |at, header, bytes| {
             if header.base_offset >= upper {
@@ -499,6 +523,10 @@ impl LogSegment {
         if self.indexes_checked.load(Ordering::Acquire) {
             return Ok(());
         }
+        let _once = self.index_check.lock();
+        if self.indexes_checked.load(Ordering::Acquire) {
+            return Ok(());
+        }
         let checked = if self.read_only { Ok(()) } else { self.load_index_lengths() };
         if let Err(reason) = checked.and_then(|()| self.check_indexes()) {
             if self.read_only {
@@ -531,7 +559,7 @@ impl LogSegment {
         let Some(last) = offsets.last() else { return Ok(()) };
         let at = BatchPos {
             position: u64::from(last.position),
-            expected: self.base_offset + u64::from(last.relative_offset),
+            expected: self.base_offset.saturating_add(u64::from(last.relative_offset)),
         };
         if at.position >= self.size() {
             return Err(format!("last entry points at {}, past the data end {}", at.position, self.size()));
@@ -562,6 +590,15 @@ impl LogSegment {
         self.time_index.replace_sealed(time_len);
         Ok(())
     }
+}
+
+/// Where a segment is in its life: appended to, sealed (trimmed, durable), or failed while being
+/// flushed or sealed (the log is poisoned; nothing may claim it durable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SealState {
+    Active,
+    Sealed,
+    Failed,
 }
 
 /// Result of [`LogSegment::locate`].

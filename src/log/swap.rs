@@ -8,7 +8,7 @@ use std::fs;
 use std::path::Path;
 
 use crate::config::LogConfig;
-use crate::error::{Error, Result};
+use crate::error::{Corruption, Error, Result};
 use crate::failpoint::crash_point;
 use crate::format::{CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, parse_file_name};
 use crate::log::load::{RecoveryReport, dir_names, remove_logged};
@@ -95,6 +95,11 @@ fn swap_end(path: &Path, base: u64, config: &LogConfig) -> Result<u64> {
     let scan = scan.ok_or_else(|| Error::io("scan", path)(std::io::ErrorKind::NotFound.into()))?;
     match scan.invalid {
         Some(reason) => Err(Error::corrupt(path, scan.valid_len, reason)),
+        // The cleaner always keeps a segment's last batch: an empty swap would replace data with
+        // nothing.
+        None if scan.batches == 0 => {
+            Err(Error::corrupt(path, 0, Corruption::BadFile("compaction swap has no batches")))
+        }
         None => Ok(scan.next_offset),
     }
 }

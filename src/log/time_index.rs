@@ -47,7 +47,7 @@ impl TimeIndex {
     /// before that batch can have a timestamp ≥ `timestamp_ms`, so a search may start there.
     pub(crate) fn lookup(&self, base_offset: u64, timestamp_ms: i64) -> Result<Option<u64>> {
         let found = self.floor(|e| e.timestamp_ms < timestamp_ms)?;
-        Ok(found.map(|e| base_offset + u64::from(e.relative_offset)))
+        Ok(found.map(|e| base_offset.saturating_add(u64::from(e.relative_offset))))
     }
 
     /// The largest timestamp recorded, or 0 for an empty index.

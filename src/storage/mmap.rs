@@ -144,17 +144,19 @@ impl MappedFile {
     /// Calls `f` with the published bytes `[position, position + len)`. `None` if the file was
     /// retired (its segment was deleted): the caller re-resolves.
     pub(crate) fn read_with<R>(&self, position: u64, len: usize, f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
-        let end = position.checked_add(len as u64).filter(|&end| end <= self.len());
-        let Some(end) = end else {
-            // Not a bug by itself: a reader holding a stale length can race a truncation.
-            let source = std::io::ErrorKind::UnexpectedEof.into();
-            return Err(Error::Io { op: "read past the published length", path: self.path(), source });
+        let Some(end) = position.checked_add(len as u64) else {
+            return Err(self.past_end());
         };
-        if len == 0 {
-            return Ok(Some(f(&[])));
-        }
         loop {
             let state = self.state.read();
+            // Checked under the lock: the published length only shrinks (a rebuilt index, a
+            // truncation) under the write lock.
+            if end > self.len() {
+                return Err(self.past_end());
+            }
+            if len == 0 {
+                return Ok(Some(f(&[])));
+            }
             let map = match &*state {
                 State::Writable { map, .. } | State::ReadOnly { map: Some(map) } => map,
                 State::Pread { file } => return self.pread(file, position, len).map(|bytes| Some(f(&bytes))),
@@ -165,12 +167,25 @@ impl MappedFile {
                     continue;
                 }
             };
-            debug_assert!(end <= map.len() as u64, "published bytes are always mapped");
-            // SAFETY: [position, end) is below the published length, so it is inside the map and no
-            // writer touches it; the slice lives only inside `f`, while `state` is read-locked, so
-            // the map cannot be dropped or the file shrunk under it (both take the write lock).
+            if end > map.len() as u64 {
+                return Err(self.past_end());
+            }
+            // SAFETY: [position, end) is inside the map (checked just above, under the lock) and
+            // below the published length, so no writer touches it; the slice lives only inside
+            // `f`, while `state` is read-locked, so the map cannot be dropped or the file shrunk
+            // under it (both take the write lock).
             let bytes = unsafe { std::slice::from_raw_parts(map.as_ptr().add(position as usize), len) };
             return Ok(Some(f(bytes)));
+        }
+    }
+
+    /// A read outside the published bytes: not a bug by itself, a reader holding a stale length can
+    /// race a truncation or an index rebuild.
+    fn past_end(&self) -> Error {
+        Error::Io {
+            op: "read past the published length",
+            path: self.path(),
+            source: std::io::ErrorKind::UnexpectedEof.into(),
         }
     }
 

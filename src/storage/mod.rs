@@ -7,6 +7,7 @@ mod mmap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 pub(crate) use mmap::MappedFile;
 
@@ -23,7 +24,11 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
 
 /// Replaces `dir/name` with `bytes` atomically and durably: temp file, fsync, rename, fsync dir.
 pub(crate) fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
-    let tmp = dir.join(format!("{name}{TMP_SUFFIX}"));
+    // Unique per call, so two writers of the same name never share a temp file. Open deletes any
+    // `.tmp` left by a crash.
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let unique = NEXT.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!("{name}.{}-{unique}{TMP_SUFFIX}", std::process::id()));
     let target = dir.join(name);
     let mut file =
         OpenOptions::new().write(true).create(true).truncate(true).open(&tmp).map_err(Error::io("create", &tmp))?;
@@ -64,7 +69,8 @@ mod tests {
         write_atomically(dir.path(), "x", b"one").expect("write");
         write_atomically(dir.path(), "x", b"two").expect("replace");
         assert_eq!(fs::read(dir.path().join("x")).expect("read"), b"two");
-        assert!(!dir.path().join("x.tmp").exists());
+        let names: Vec<_> = fs::read_dir(dir.path()).expect("list").map(|e| e.expect("entry").file_name()).collect();
+        assert_eq!(names, ["x"], "no temp file left");
     }
 
     #[test]
