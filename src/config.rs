@@ -41,6 +41,44 @@ pub struct LogConfig {
     pub clock: Clock,
     /// What opening does about damage below the recovery point. Default `Strict`.
     pub recovery: RecoveryMode,
+    /// When appended records become durable. Default `Always`: an append returns once its records
+    /// are fsynced (group commit shares one fsync among concurrent appenders).
+    pub flush_policy: FlushPolicy,
+    /// How often the checkpoint (the recovery point) is written, besides at each roll, each
+    /// explicit flush and at close. Default 60 s.
+    pub checkpoint_interval_ms: u64,
+    /// A roll fails with `Error::DiskFull` (leaving the log usable) if creating the next segment
+    /// would leave less free space than this. Default 0: only a failing fallocate stops it.
+    pub min_free_bytes: u64,
+    /// Preallocate the next segment in the background, so a roll does not wait for fallocate.
+    /// Default true.
+    pub preallocate: bool,
+}
+
+/// When appended records are made durable (DESIGN.md §8).
+///
+/// `Always` is the default: an append returns once fsynced, and concurrent appenders share each
+/// fsync (group commit). To trade durability for throughput, choose `EveryInterval` (at most `ms`
+/// milliseconds or `messages` records at risk in a power cut) or `Never` (call [`Log::flush`]
+/// yourself). Under `Always` readers see only durable records; under the others they see every
+/// stored record.
+///
+/// [`Log::flush`]: crate::Log::flush
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FlushPolicy {
+    /// Every append waits until its records are fsynced.
+    #[default]
+    Always,
+    /// A background thread fsyncs at least every `ms` milliseconds, or as soon as `messages`
+    /// records are waiting.
+    EveryInterval {
+        /// Longest time records wait to be fsynced.
+        ms: u64,
+        /// Most records waiting to be fsynced.
+        messages: u64,
+    },
+    /// Nothing is fsynced until [`Log::flush`](crate::Log::flush), a roll or close.
+    Never,
 }
 
 /// What `Log::open` does when data below the recovery point (acknowledged as durable) is damaged or
@@ -66,6 +104,10 @@ impl Default for LogConfig {
             max_timestamp_skew_ms: 60 * 60 * 1000,
             clock: Clock::system(),
             recovery: RecoveryMode::Strict,
+            flush_policy: FlushPolicy::Always,
+            checkpoint_interval_ms: 60_000,
+            min_free_bytes: 0,
+            preallocate: true,
         }
     }
 }
@@ -81,6 +123,11 @@ impl LogConfig {
         check("segment_ms", self.segment_ms, 1, u64::MAX)?;
         check("max_batch_bytes", self.max_batch_bytes, BATCH_HEADER_LEN as u64 + 1, MAX_BATCH_LEN as u64)?;
         check("max_timestamp_skew_ms", self.max_timestamp_skew_ms, 0, i64::MAX as u64)?;
+        check("checkpoint_interval_ms", self.checkpoint_interval_ms, 1, u64::MAX)?;
+        if let FlushPolicy::EveryInterval { ms, messages } = self.flush_policy {
+            check("flush_policy.ms", ms, 1, u64::MAX)?;
+            check("flush_policy.messages", messages, 1, u64::MAX)?;
+        }
         Ok(())
     }
 }

@@ -95,6 +95,34 @@ pub enum Error {
     /// The log has been closed.
     #[error("the log is closed")]
     Closed,
+    /// A wait (for durability, visibility, or buffer memory) reached its deadline.
+    #[error("timed out after {waited:?}")]
+    Timeout {
+        /// How long the caller waited.
+        waited: std::time::Duration,
+    },
+    /// The disk has less free space than a new segment and `min_free_bytes` need. Nothing was
+    /// stored; appends work again once space returns.
+    #[error("disk full at {path}: {needed} bytes needed, {available} available")]
+    DiskFull {
+        /// The log directory.
+        path: PathBuf,
+        /// Bytes a new segment and `min_free_bytes` need.
+        needed: u64,
+        /// Bytes available.
+        available: u64,
+    },
+    /// A producer pool could not lend a buffer before the deadline.
+    #[error("no buffer of {requested} bytes became available within {waited:?}")]
+    BufferExhausted {
+        /// Bytes asked for.
+        requested: usize,
+        /// How long the caller waited.
+        waited: std::time::Duration,
+    },
+    /// A record sent through a `Producer` was not appended; the cause is shared by its whole batch.
+    #[error("send failed: {0}")]
+    SendFailed(#[source] std::sync::Arc<Error>),
     /// The log was opened read-only.
     #[error("the log is open read-only")]
     ReadOnly,

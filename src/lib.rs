@@ -14,9 +14,9 @@ mod storage;
 pub mod tools;
 
 pub use clock::{Clock, ManualClock};
-pub use config::{LogConfig, RecoveryMode};
+pub use config::{FlushPolicy, LogConfig, RecoveryMode};
 pub use error::{Corruption, Error, Result};
 pub use log::{
-    AppendInfo, BatchHeader, Checkpoint, CleanShutdown, Header, Log, LogReader, OffsetEntry, Record, RecordView,
-    RecoveryReport, TimeEntry, encode_batch,
+    AppendInfo, BatchHeader, Checkpoint, CleanShutdown, Header, LatencySummary, Log, LogMetrics, LogReader,
+    OffsetEntry, Record, RecordView, RecoveryReport, TimeEntry, encode_batch,
 };

@@ -23,6 +23,9 @@ fn config(recovery: RecoveryMode) -> LogConfig {
         index_interval_bytes: 150,
         clock: clock.clock(),
         recovery,
+        // Recovery is what is tested here: no fsync per append, no background preallocation.
+        flush_policy: strata_log::FlushPolicy::Never,
+        preallocate: false,
         ..LogConfig::default()
     }
 }

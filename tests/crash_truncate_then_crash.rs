@@ -16,7 +16,8 @@ use strata_log::{Checkpoint, Log, LogConfig, Record};
 #[test]
 fn records_cut_by_recovery_never_come_back() {
     let dir = tempfile::tempdir().unwrap();
-    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let log = Log::open(dir.path(), LogConfig { flush_policy: strata_log::FlushPolicy::Never, ..LogConfig::default() })
+        .unwrap();
     for offset in 0..100 {
         log.append(&[Record::new(&value_of(offset))]).unwrap();
     }

@@ -1,46 +1,48 @@
 //! The Kafka-style `Log`: a skip-list map of segments, one appender at a time, many readers that
-//! never block it (DESIGN.md §1–§9).
+//! never block it, a syncer thread for durability (DESIGN.md §1–§9).
 
+mod append;
 pub(crate) mod batch;
 mod checkpoint;
 pub(crate) mod index;
 mod index_plan;
 pub(crate) mod load;
+mod metrics;
 mod offset_index;
+mod prealloc;
 mod reader;
 mod recover;
 pub(crate) mod segment;
+mod shared;
 mod swap;
+mod syncer;
 mod time_index;
 mod varint;
 pub(crate) mod walk;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::ErrorKind;
-use std::ops::Bound;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
-use crossbeam_skiplist::SkipMap;
 use fs2::FileExt;
-use parking_lot::Mutex;
 
 pub use batch::{BatchHeader, Header, Record, encode_batch};
 pub use checkpoint::{Checkpoint, CleanShutdown};
 pub use load::RecoveryReport;
+pub use metrics::{LatencySummary, LogMetrics};
 pub use offset_index::OffsetEntry;
 pub use reader::{LogReader, RecordView};
 pub use time_index::TimeEntry;
 
-use crate::config::LogConfig;
-use crate::error::{Corruption, Error, Result};
+use crate::config::{FlushPolicy, LogConfig};
+use crate::error::{Error, Result};
 use crate::failpoint::crash_point;
-use crate::format::{ATTR_CREATE_TIME, LOCK_FILE};
+use crate::format::LOCK_FILE;
 use crate::storage;
-use batch::BatchEncoder;
-use segment::{Located, LogSegment};
-use walk::BatchPos;
+use shared::{Initial, Shared};
 
 /// What an append stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +60,9 @@ pub struct AppendInfo {
 /// A durable, segmented, append-only log of records in one directory.
 ///
 /// One appender at a time (appends are serialised internally), any number of concurrent readers;
-/// `Log` is `Send + Sync`, so share it with an `Arc`.
+/// `Log` is `Send + Sync`, so share it with an `Arc`. Durability follows
+/// [`LogConfig::flush_policy`]: by default (`FlushPolicy::Always`) `append` returns once its records
+/// are fsynced, and concurrent appenders share each fsync.
 ///
 /// ```
 /// use strata_log::{Log, LogConfig, Record};
@@ -67,7 +71,7 @@ pub struct AppendInfo {
 /// let log = Log::open(dir.path(), LogConfig { segment_bytes: 1 << 20, ..LogConfig::default() })?;
 /// let info = log.append(&[Record::new(b"hello"), Record::new(b"world").with_key(b"k")])?;
 /// assert_eq!((info.base_offset, info.last_offset), (0, 1));
-/// log.flush()?; // durable from here on
+/// assert_eq!(log.durable_offset(), 2); // FlushPolicy::Always: durable when append returns
 ///
 /// let values: Vec<Vec<u8>> = log
 ///     .read(0, 1 << 20)?
@@ -79,57 +83,15 @@ pub struct AppendInfo {
 /// # }
 /// ```
 pub struct Log {
-    dir: PathBuf,
-    config: LogConfig,
-    segments: SkipMap<u64, Arc<LogSegment>>,
-    appender: Mutex<Appender>,
-    /// The offset the next record gets (published after its batch is stored).
-    next_offset: AtomicU64,
-    /// Readers see offsets below this.
-    visible_end: AtomicU64,
-    /// Every offset below this is fsynced, data and directory entries.
-    durable_offset: AtomicU64,
-    start_offset: AtomicU64,
-    /// Segments rolled away from but not yet sealed, oldest first.
-    rolled: Mutex<Vec<Arc<LogSegment>>>,
-    /// Held while sealing rolled segments, so when one `seal_rolled` returns, every segment rolled
-    /// before it was sealed (by it or by the call it waited for).
-    seal_lock: Mutex<()>,
-    /// The checkpoint as last written; its lock serialises checkpoint writes.
-    checkpoint: Mutex<Checkpoint>,
-    /// A segment was created since the directory was last fsynced. `dir_sync` serialises the fsync
-    /// so nobody sees "clean" while another thread's directory fsync is still running.
-    dir_dirty: AtomicBool,
-    dir_sync: Mutex<()>,
-    poisoned: AtomicBool,
-    closed: AtomicBool,
-    report: RecoveryReport,
-    /// Opened with [`Log::open_read_only`]: no lock, no writes.
-    read_only: bool,
-    /// Holds the directory's exclusive lock until the log is dropped (`None` when read-only).
-    _lock: Option<File>,
-}
-
-/// State only the appender uses, under the append lock.
-struct Appender {
-    active: Arc<LogSegment>,
-    encoder: BatchEncoder,
-    timestamps: Vec<i64>,
-    /// Append time never goes backwards within an open log.
-    clock_floor_ms: i64,
-}
-
-impl Appender {
-    fn now_ms(&mut self, config: &LogConfig) -> i64 {
-        self.clock_floor_ms = self.clock_floor_ms.max(config.clock.now_ms());
-        self.clock_floor_ms
-    }
+    shared: Arc<Shared>,
+    /// The syncer and preallocator threads (none for a read-only log).
+    threads: Vec<JoinHandle<()>>,
 }
 
 impl Log {
     /// Opens the log in `dir`, creating the directory (and fsyncing its parent) if needed. Takes the
     /// directory lock, then loads and if necessary recovers the files (DESIGN.md §7); see
-    /// [`Log::recovery_report`] for what that did.
+    /// [`Log::recovery_report`] for what that did. Starts the syncer thread (and the preallocator).
     pub fn open(dir: impl AsRef<Path>, config: LogConfig) -> Result<Log> {
         config.validate()?;
         let dir = dir.as_ref().to_path_buf();
@@ -137,7 +99,9 @@ impl Log {
         let lock = lock_dir(&dir)?;
         let loaded = load::load(&dir, &config)?;
         tracing::info!(dir = %dir.display(), report = ?loaded.report, "log opened");
-        Log::assemble(dir, config, loaded, Some(lock))
+        let shared = Arc::new(Shared::new(dir, config, initial(loaded), Some(lock))?);
+        let threads = start_threads(&shared)?;
+        Ok(Log { shared, threads })
     }
 
     /// Opens the log in `dir` for reading only, as `strata dump`, `verify` and `consume` do: no lock
@@ -154,301 +118,133 @@ impl Log {
             Err(e) => return Err(Error::io("open", &dir)(e)),
         }
         let loaded = load::load_read_only(&dir, &config)?;
-        Log::assemble(dir, config, loaded, None)
-    }
-
-    fn assemble(dir: PathBuf, config: LogConfig, loaded: load::Loaded, lock: Option<File>) -> Result<Log> {
-        let report = loaded.report;
-        let segments = SkipMap::new();
-        let mut last = None;
-        for segment in loaded.segments {
-            let segment = Arc::new(segment);
-            segments.insert(segment.base_offset(), Arc::clone(&segment));
-            last = Some(segment);
-        }
-        let active = last.ok_or_else(|| Error::io("load", &dir)(ErrorKind::NotFound.into()))?;
-        let next = loaded.next_offset;
-        let checkpoint = Checkpoint { log_start_offset: loaded.log_start_offset, recovery_point: next };
-        Ok(Log {
-            dir,
-            segments,
-            appender: Mutex::new(Appender {
-                active,
-                encoder: BatchEncoder::default(),
-                timestamps: Vec::new(),
-                clock_floor_ms: 0,
-            }),
-            next_offset: AtomicU64::new(next),
-            visible_end: AtomicU64::new(next),
-            durable_offset: AtomicU64::new(next),
-            start_offset: AtomicU64::new(loaded.log_start_offset),
-            rolled: Mutex::new(Vec::new()),
-            seal_lock: Mutex::new(()),
-            checkpoint: Mutex::new(checkpoint),
-            dir_dirty: AtomicBool::new(false),
-            dir_sync: Mutex::new(()),
-            poisoned: AtomicBool::new(false),
-            closed: AtomicBool::new(false),
-            report,
-            config,
-            read_only: lock.is_none(),
-            _lock: lock,
-        })
+        let config = LogConfig { flush_policy: FlushPolicy::Never, ..config };
+        let shared = Arc::new(Shared::new(dir, config, initial(loaded), None)?);
+        Ok(Log { shared, threads: Vec::new() })
     }
 
     /// The log directory.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        &self.shared.dir
     }
 
     /// The configuration the log was opened with.
     pub fn config(&self) -> &LogConfig {
-        &self.config
+        &self.shared.config
     }
 
     /// What opening the log found and repaired.
     pub fn recovery_report(&self) -> &RecoveryReport {
-        &self.report
+        &self.shared.report
     }
 
     /// The first readable offset.
     pub fn start_offset(&self) -> u64 {
-        self.start_offset.load(Ordering::Acquire)
+        self.shared.start_offset()
     }
 
     /// The offset the next appended record will get.
     pub fn next_offset(&self) -> u64 {
-        self.next_offset.load(Ordering::Acquire)
+        self.shared.next_offset()
     }
 
-    /// Every offset below this is durable (fsynced).
+    /// Every offset below this is durable (fsynced, with the directory entries of its segments).
     pub fn durable_offset(&self) -> u64 {
-        self.durable_offset.load(Ordering::Acquire)
+        self.shared.durable_offset()
     }
 
-    /// Readers see offsets below this.
+    /// Readers see offsets below this: the durable offset under `FlushPolicy::Always` (nothing a
+    /// reader saw can vanish in a power cut), the next offset under the other policies.
     pub fn visible_end(&self) -> u64 {
-        self.visible_end.load(Ordering::Acquire)
+        self.shared.visible_end()
     }
 
     /// Number of segments.
     pub fn segment_count(&self) -> usize {
-        self.segments.len()
+        self.shared.segments.len()
     }
 
-    /// Appends `records` as one batch. Records without a timestamp get the log's append time; a
-    /// caller timestamp must be within `max_timestamp_skew_ms` of the log's clock. The records are
-    /// stored (visible to readers) when this returns, and durable after the next [`Log::flush`].
+    /// A snapshot of the log's offsets and counters (appends, fsyncs, appends per sync round, fsync
+    /// latency, rolls, checkpoints, what recovery did). Cheap: atomic loads.
+    pub fn metrics(&self) -> LogMetrics {
+        self.shared.metrics()
+    }
+
+    /// Appends `records` as one batch and returns once they are as durable as the flush policy
+    /// promises: fsynced under `Always` (the default), stored under the others. Records without a
+    /// timestamp get the log's append time; a caller timestamp must be within
+    /// `max_timestamp_skew_ms` of the log's clock.
+    ///
+    /// An error after the batch was stored (a failed fsync) poisons the log, and the batch's fate
+    /// is unknown until the log is reopened; an error before (bad input, a failed roll, a full
+    /// disk) leaves the log usable.
     pub fn append(&self, records: &[Record<'_>]) -> Result<AppendInfo> {
-        if records.is_empty() {
-            return Err(Error::EmptyBatch);
-        }
-        let mut rolled = None;
-        let result = self.append_locked(records, &mut rolled);
-        self.finish_roll(rolled)?;
-        result
+        let stored = self.shared.append_records(records)?;
+        self.after_store(stored)
     }
 
-    fn append_locked(&self, records: &[Record<'_>], rolled: &mut Option<u64>) -> Result<AppendInfo> {
-        let mut app = self.appender.lock();
-        self.check_writable()?;
-        let now = app.now_ms(&self.config);
-        let Appender { active, encoder, timestamps, .. } = &mut *app;
-        let create_time = self.fill_timestamps(records, now, timestamps)?;
-        let size = BatchEncoder::encoded_len(records, |i| timestamps[i] - timestamps[0]) as u64;
-        if size > self.config.max_batch_bytes {
-            return Err(Error::BatchTooLarge { size, max: self.config.max_batch_bytes });
+    /// Appends `records` and returns as soon as they are stored, without waiting for durability;
+    /// pair it with [`Log::wait_durable`]. A layer that numbers records under its own lock (the
+    /// message store's queue offsets) appends under it and waits after releasing it, so concurrent
+    /// callers still share one fsync.
+    pub fn append_nowait(&self, records: &[Record<'_>]) -> Result<AppendInfo> {
+        let stored = self.shared.append_records(records)?;
+        if stored.rolled {
+            self.shared.request_seal();
         }
-        let base = self.next_offset.load(Ordering::Relaxed);
-        let attributes = if create_time { ATTR_CREATE_TIME } else { 0 };
-        let bytes = encoder.encode(base, records, timestamps, attributes);
-        self.store(active, bytes, now, rolled)
+        if self.shared.config.flush_policy != FlushPolicy::Never {
+            self.shared.request_sync();
+        }
+        Ok(stored.info)
     }
 
-    /// Appends a batch a producer encoded (DESIGN.md §4). It is checked as stored data is (CRC,
-    /// structure), must not be a cleaner batch or compressed, its max_timestamp must match its
-    /// records, and its timestamps must be within `max_timestamp_skew_ms` of the log's clock. The
-    /// log assigns its base offset; the CRC does not cover it, so nothing is re-hashed.
+    /// Appends a batch a producer encoded (DESIGN.md §4), with the same durability as
+    /// [`Log::append`]. It is checked as stored data is (CRC, structure), must not be a cleaner
+    /// batch or compressed, its max_timestamp must match its records, and its timestamps must be
+    /// within `max_timestamp_skew_ms` of the log's clock. The log assigns its base offset; the CRC
+    /// does not cover it, so nothing is re-hashed.
     pub fn append_batch(&self, batch: &[u8]) -> Result<AppendInfo> {
-        let size = batch.len() as u64;
-        if size > self.config.max_batch_bytes {
-            return Err(Error::BatchTooLarge { size, max: self.config.max_batch_bytes });
-        }
-        let invalid = |reason| Error::InvalidBatch { reason };
-        let summary = batch::validate(batch, None).map_err(invalid)?;
-        let header = summary.header;
-        if header.size() != size {
-            return Err(invalid(Corruption::BadLength { length: header.size(), available: size }));
-        }
-        if header.is_cleaner() {
-            return Err(invalid(Corruption::CleanerBatch));
-        }
-        let (min_ts, max_ts) = summary.timestamps.ok_or(invalid(Corruption::BadOffsetDeltas("no records")))?;
-        if max_ts != header.max_timestamp {
-            return Err(invalid(Corruption::BadMaxTimestamp { stored: header.max_timestamp, computed: max_ts }));
-        }
-        let mut rolled = None;
-        let result = (|| {
-            let mut app = self.appender.lock();
-            self.check_writable()?;
-            let now = app.now_ms(&self.config);
-            self.check_timestamp(min_ts, now)?;
-            self.check_timestamp(max_ts, now)?;
-            let base = self.next_offset.load(Ordering::Relaxed);
-            let Appender { active, encoder, .. } = &mut *app;
-            let bytes = encoder.restamp(batch, base);
-            self.store(active, bytes, now, &mut rolled)
-        })();
-        self.finish_roll(rolled)?;
-        result
+        let stored = self.shared.append_encoded(batch)?;
+        self.after_store(stored)
     }
 
-    /// Timestamps of each record into `out`; whether any was the caller's (create time).
-    fn fill_timestamps(&self, records: &[Record<'_>], now: i64, out: &mut Vec<i64>) -> Result<bool> {
-        out.clear();
-        let mut create_time = false;
-        for record in records {
-            let ts = match record.timestamp_ms {
-                None => now,
-                Some(ts) => {
-                    self.check_timestamp(ts, now)?;
-                    create_time = true;
-                    ts
+    fn after_store(&self, stored: append::Stored) -> Result<AppendInfo> {
+        if stored.rolled {
+            self.shared.request_seal();
+        }
+        match self.shared.config.flush_policy {
+            FlushPolicy::Always => self.shared.wait_durable(stored.info.last_offset, None)?,
+            FlushPolicy::EveryInterval { messages, .. } => {
+                if self.shared.next_offset() - self.shared.durable_offset() >= messages {
+                    self.shared.request_sync();
                 }
-            };
-            out.push(ts);
+            }
+            FlushPolicy::Never => {}
         }
-        Ok(create_time)
+        Ok(stored.info)
     }
 
-    fn check_timestamp(&self, timestamp_ms: i64, now_ms: i64) -> Result<()> {
-        let max_skew_ms = self.config.max_timestamp_skew_ms;
-        if timestamp_ms < 0 || timestamp_ms.abs_diff(now_ms) > max_skew_ms {
-            return Err(Error::InvalidTimestamp { timestamp_ms, now_ms, max_skew_ms });
-        }
-        Ok(())
+    /// Waits until `offset` is durable (the syncer is asked for a round), up to `timeout`
+    /// (`Error::Timeout`). Returns `Error::Poisoned` or `Error::Closed` instead of hanging.
+    pub fn wait_durable(&self, offset: u64, timeout: Duration) -> Result<()> {
+        self.shared.wait_durable(offset, Some(timeout))
     }
 
-    /// Stores an encoded batch stamped with the next offset, rolling first if needed. On a roll the
-    /// new segment's base goes to `rolled`, for [`Log::finish_roll`] after the lock is released.
-    fn store(
-        &self,
-        active: &mut Arc<LogSegment>,
-        bytes: &[u8],
-        now_ms: i64,
-        rolled: &mut Option<u64>,
-    ) -> Result<AppendInfo> {
-        let header = BatchHeader::decode_from(bytes).ok_or(Error::EmptyBatch)?;
-        let size = header.size();
-        let base = header.base_offset;
-        let next = base.checked_add(u64::from(header.last_offset_delta) + 1);
-        let next = next.ok_or(Error::InvalidBatch { reason: Corruption::BadOffsetDeltas("offsets overflow u64") })?;
-        if active.should_roll(size, header.last_offset(), now_ms, &self.config) {
-            let segment = Arc::new(LogSegment::create(&self.dir, base, &self.config, size)?);
-            self.dir_dirty.store(true, Ordering::Release);
-            self.segments.insert(base, Arc::clone(&segment));
-            self.rolled.lock().push(std::mem::replace(active, segment));
-            *rolled = Some(base);
-            crash_point!("after_roll");
-        }
-        active.reserve(size)?;
-        // From here a failure may leave part of the batch stored: the log is poisoned.
-        active.append(bytes, &header).map_err(|e| self.poison(e))?;
-        self.next_offset.store(next, Ordering::Release);
-        self.visible_end.store(next, Ordering::Release);
-        Ok(AppendInfo {
-            base_offset: base,
-            last_offset: next - 1,
-            max_timestamp_ms: header.max_timestamp,
-            append_time_ms: now_ms,
-        })
+    /// Waits, without polling, until `offset` is visible to readers (for a consumer tailing the
+    /// log), up to `timeout` (`Error::Timeout`). Returns `Error::Poisoned` or `Error::Closed`
+    /// instead of hanging.
+    pub fn wait_for(&self, offset: u64, timeout: Duration) -> Result<()> {
+        self.shared.wait_visible(offset, Some(timeout))
     }
 
-    /// After a roll to `new_base`, outside the append lock: seals every segment below it (fsync,
-    /// trim, final time entry), fsyncs the directory, advances the durable offset and writes the
-    /// checkpoint.
-    fn finish_roll(&self, new_base: Option<u64>) -> Result<()> {
-        let Some(new_base) = new_base else { return Ok(()) };
-        self.seal_rolled()?;
-        crash_point!("after_seal");
-        self.sync_dir_if_dirty()?;
-        self.advance_durable(new_base)?;
-        self.write_checkpoint()
-    }
-
-    /// Moves the durable offset to `to` — unless a failure poisoned the log meanwhile (another
-    /// thread's fsync may have failed over data this caller's sync did not cover).
-    fn advance_durable(&self, to: u64) -> Result<()> {
-        if self.poisoned.load(Ordering::Acquire) {
-            return Err(Error::Poisoned);
-        }
-        self.durable_offset.fetch_max(to, Ordering::AcqRel);
-        Ok(())
-    }
-
-    /// Seals every segment rolled away from so far, oldest first.
-    fn seal_rolled(&self) -> Result<()> {
-        let _sealing = self.seal_lock.lock();
-        loop {
-            let next = {
-                let rolled = self.rolled.lock();
-                rolled.first().cloned()
-            };
-            let Some(segment) = next else { return Ok(()) };
-            segment.seal().map_err(|e| self.poison(e))?;
-            self.rolled.lock().remove(0);
-        }
-    }
-
-    /// Base offset of the segment holding the durable offset: nothing below it needs a flush.
-    fn durable_floor(&self) -> u64 {
-        let durable = self.durable_offset();
-        self.segments.upper_bound(Bound::Included(&durable)).map_or(0, |e| *e.key())
-    }
-
-    /// Makes every record appended so far durable: fdatasync of each segment written since the
-    /// last flush, and of the directory if a segment was created.
+    /// Makes every record appended so far durable now, whatever the flush policy: fdatasync of each
+    /// segment written since the durable offset (sealing rolled ones) and of the directory if a
+    /// segment was created, then writes the checkpoint, so damage to what it made durable is
+    /// reported at the next open, never cut as a torn tail.
     pub fn flush(&self) -> Result<()> {
-        self.check_writable()?;
-        self.flush_all()?;
-        // An explicit flush also moves the recovery point, so what it made durable is protected at
-        // the next open: damage there is reported, never cut as a torn tail.
-        self.write_checkpoint()
-    }
-
-    fn flush_all(&self) -> Result<()> {
-        let target = self.next_offset();
-        for entry in self.segments.range(self.durable_floor()..) {
-            entry.value().flush().map_err(|e| self.poison(e))?;
-        }
-        self.sync_dir_if_dirty()?;
-        self.advance_durable(target)
-    }
-
-    fn sync_dir_if_dirty(&self) -> Result<()> {
-        let _serialised = self.dir_sync.lock();
-        if self.dir_dirty.swap(false, Ordering::AcqRel)
-            && let Err(e) = storage::sync_dir(&self.dir)
-        {
-            self.dir_dirty.store(true, Ordering::Release);
-            return Err(self.poison(e));
-        }
-        Ok(())
-    }
-
-    /// Writes the checkpoint with the durable offset as recovery point (never moving it back).
-    fn write_checkpoint(&self) -> Result<()> {
-        let mut checkpoint = self.checkpoint.lock();
-        if self.poisoned.load(Ordering::Acquire) {
-            return Err(Error::Poisoned);
-        }
-        let next = Checkpoint {
-            log_start_offset: self.start_offset(),
-            recovery_point: checkpoint.recovery_point.max(self.durable_offset()),
-        };
-        next.write(&self.dir).map_err(|e| self.poison(e))?;
-        *checkpoint = next;
-        Ok(())
+        self.shared.check_writable()?;
+        self.shared.sync_round()?;
+        self.shared.write_checkpoint()
     }
 
     /// Reads records from `offset` on: whole batches, at most `max_bytes` of them, except that at
@@ -460,39 +256,14 @@ impl Log {
         if offset < start || offset >= end {
             return Err(Error::OffsetOutOfRange { requested: offset, start, next: end });
         }
-        Ok(LogReader::new(self, offset, end, max_bytes as u64))
-    }
-
-    /// The segment and batch where a read of `offset` starts, below `upper`. The segment holding
-    /// `offset` must have a batch at or after it: if its data ends first, records below `upper` are
-    /// missing and that is `Error::Corrupt`, never a silent skip to the next segment.
-    pub(crate) fn locate(&self, offset: u64, upper: u64) -> Result<Option<(Arc<LogSegment>, BatchPos)>> {
-        // A segment deleted under us by retention is retried once the map no longer holds it.
-        for _ in 0..16 {
-            let start = self.start_offset();
-            let entry = self.segments.upper_bound(Bound::Included(&offset)).filter(|_| offset >= start);
-            let Some(entry) = entry else {
-                return Err(Error::OffsetOutOfRange { requested: offset, start, next: upper });
-            };
-            let segment = entry.value();
-            match segment.locate(offset)? {
-                Located::At(at) => return Ok(Some((Arc::clone(segment), at))),
-                Located::Retired => continue,
-                Located::End(end) if end.expected >= upper => return Ok(None),
-                Located::End(end) => {
-                    let reason = Corruption::DataEndsEarly { end: end.expected, upper };
-                    return Err(segment.corrupt(end.position, reason));
-                }
-            }
-        }
-        Err(Error::OffsetOutOfRange { requested: offset, start: self.start_offset(), next: upper })
+        Ok(LogReader::new(&self.shared, offset, end, max_bytes as u64))
     }
 
     /// The first visible offset whose record timestamp is ≥ `timestamp_ms`, if any.
     pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<u64>> {
         let start = self.start_offset();
         let upper = self.visible_end();
-        for entry in self.segments.iter() {
+        for entry in self.shared.segments.iter() {
             let segment = entry.value();
             if segment.base_offset() >= upper {
                 break;
@@ -507,65 +278,59 @@ impl Log {
         Ok(None)
     }
 
-    /// Closes the log cleanly: flushes everything, trims the active segment, writes the checkpoint
-    /// and, last, the clean-shutdown marker, so the next open does not scan. Dropping a `Log` does
-    /// the same but can only log a failure.
-    pub fn close(self) -> Result<()> {
+    /// Closes the log cleanly: stops the background threads, makes everything durable, seals the
+    /// active segment, writes the checkpoint and, last, the clean-shutdown marker, so the next open
+    /// does not scan. Dropping a `Log` does the same but can only log a failure.
+    pub fn close(mut self) -> Result<()> {
         self.shutdown()
     }
 
-    fn shutdown(&self) -> Result<()> {
-        if self.closed.swap(true, Ordering::AcqRel) || self.read_only {
+    fn shutdown(&mut self) -> Result<()> {
+        self.stop_threads();
+        let shared = &self.shared;
+        if shared.mark_closed() || shared.is_read_only() {
             return Ok(());
         }
-        let app = self.appender.lock();
-        if self.poisoned.load(Ordering::Acquire) {
+        let app = shared.appender.lock();
+        if shared.is_poisoned() {
             return Err(Error::Poisoned);
         }
-        self.flush_all()?;
-        self.seal_rolled()?;
-        app.active.seal().map_err(|e| self.poison(e))?;
-        self.write_checkpoint()?;
+        shared.sync_round()?;
+        app.active.seal().map_err(|e| shared.poison(e))?;
+        shared.write_checkpoint()?;
         let marker = CleanShutdown {
-            next_offset: self.next_offset(),
+            next_offset: shared.next_offset(),
             active_base: app.active.base_offset(),
             active_len: app.active.size() as u32,
         };
         crash_point!("before_clean_marker");
-        marker.write(&self.dir).map_err(|e| self.poison(e))?;
-        tracing::info!(dir = %self.dir.display(), next_offset = marker.next_offset, "log closed cleanly");
+        marker.write(&shared.dir).map_err(|e| shared.poison(e))?;
+        tracing::info!(dir = %shared.dir.display(), next_offset = marker.next_offset, "log closed cleanly");
         Ok(())
     }
 
-    fn check_writable(&self) -> Result<()> {
-        if self.read_only {
-            Err(Error::ReadOnly)
-        } else if self.poisoned.load(Ordering::Acquire) {
-            Err(Error::Poisoned)
-        } else if self.closed.load(Ordering::Acquire) {
-            Err(Error::Closed)
-        } else {
-            Ok(())
+    fn stop_threads(&mut self) {
+        if self.threads.is_empty() {
+            return;
         }
-    }
-
-    /// Marks the log unusable for writes after a failure that may have left partial state.
-    fn poison(&self, error: Error) -> Error {
-        if !self.poisoned.swap(true, Ordering::AcqRel) {
-            tracing::error!(dir = %self.dir.display(), %error, "log poisoned: reopen it to recover");
+        syncer::stop(&self.shared);
+        self.shared.prealloc.shutdown();
+        for thread in self.threads.drain(..) {
+            if thread.join().is_err() {
+                tracing::error!("a background thread of the log panicked");
+            }
         }
-        error
     }
 }
 
 impl Drop for Log {
     fn drop(&mut self) {
         if let Err(error) = self.shutdown() {
-            tracing::error!(dir = %self.dir.display(), %error, "closing the log on drop failed");
+            tracing::error!(dir = %self.shared.dir.display(), %error, "closing the log on drop failed");
         }
         // Release every map and descriptor now, not whenever the skip map's epoch reclamation
         // gets to them.
-        for entry in self.segments.iter() {
+        for entry in self.shared.segments.iter() {
             entry.value().retire();
         }
     }
@@ -574,12 +339,45 @@ impl Drop for Log {
 impl std::fmt::Debug for Log {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Log")
-            .field("dir", &self.dir)
+            .field("dir", &self.shared.dir)
             .field("start_offset", &self.start_offset())
             .field("next_offset", &self.next_offset())
-            .field("segments", &self.segments.len())
+            .field("durable_offset", &self.durable_offset())
+            .field("segments", &self.segment_count())
             .finish()
     }
+}
+
+fn initial(loaded: load::Loaded) -> Initial {
+    Initial {
+        segments: loaded.segments,
+        next_offset: loaded.next_offset,
+        log_start_offset: loaded.log_start_offset,
+        report: loaded.report,
+    }
+}
+
+/// Starts the syncer and, if configured, the preallocator (asked for a segment once the active one
+/// is half full).
+fn start_threads(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>> {
+    let mut threads = Vec::new();
+    let syncer_shared = Arc::clone(shared);
+    threads.push(
+        std::thread::Builder::new()
+            .name("strata-syncer".to_owned())
+            .spawn(move || syncer::run(&syncer_shared))
+            .map_err(Error::io("spawn syncer thread", &shared.dir))?,
+    );
+    if shared.config.preallocate {
+        let prealloc_shared = Arc::clone(shared);
+        threads.push(
+            std::thread::Builder::new()
+                .name("strata-prealloc".to_owned())
+                .spawn(move || prealloc_shared.prealloc.run())
+                .map_err(Error::io("spawn preallocator thread", &shared.dir))?,
+        );
+    }
+    Ok(threads)
 }
 
 /// Creates the log directory if needed, fsyncing each parent whose entries changed.

@@ -6,9 +6,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::log::Log;
 use crate::log::batch::{self, BatchHeader, Header, RawRecord, Span};
 use crate::log::segment::LogSegment;
+use crate::log::shared::Shared;
 use crate::log::walk::BatchPos;
 
 /// Bytes copied per chunk at most (a larger batch is copied whole).
@@ -70,7 +70,7 @@ impl fmt::Debug for RecordView {
 /// or when `max_bytes` of batches were returned (at least one batch always is). After an error it
 /// returns `None`.
 pub struct LogReader<'a> {
-    log: &'a Log,
+    log: &'a Shared,
     /// The next offset to return; records below it are skipped.
     cursor: u64,
     /// Offsets at or past this are never returned.
@@ -96,7 +96,7 @@ pub struct LogReader<'a> {
 }
 
 impl<'a> LogReader<'a> {
-    pub(crate) fn new(log: &'a Log, offset: u64, upper: u64, max_bytes: u64) -> LogReader<'a> {
+    pub(crate) fn new(log: &'a Shared, offset: u64, upper: u64, max_bytes: u64) -> LogReader<'a> {
         LogReader {
             log,
             cursor: offset,

@@ -150,7 +150,7 @@ fn apply(
             // zeros (DESIGN.md §9, recovery form), so even after a crash right here it still looks
             // like an active segment and never like a sealed one that lost data.
             if scan.valid_len != file.len {
-                report.bytes_truncated += data_end(dir, file, scan.valid_len)? - scan.valid_len;
+                report.bytes_truncated += cut_data(dir, file, &scan)? - scan.valid_len;
             }
             cut_file(dir, file.base, scan.valid_len, config.segment_bytes.max(file.len))?;
         } else if scan.valid_len != file.len {
@@ -171,6 +171,26 @@ fn apply(
         storage::sync_dir(dir)?;
     }
     open_segments(dir, &files, end.next_offset, config)
+}
+
+/// Where the data that a cut at `scan.valid_len` removes ends, for the report: the last non-zero
+/// byte before the first all-zero 64 KiB window. Bounded, so an unclean open never reads the
+/// gigabyte of preallocated zeros after a torn tail; zeros followed by data further on are cut but
+/// not counted.
+fn cut_data(dir: &Path, file: SegmentFile, scan: &Scan) -> Result<u64> {
+    const WINDOW: u64 = 64 << 10;
+    let mut end = scan.valid_len;
+    let mut from = scan.valid_len;
+    while from < file.len {
+        let window = SegmentFile { base: file.base, len: file.len.min(from + WINDOW) };
+        let window_end = data_end(dir, window, from)?;
+        if window_end == from {
+            break;
+        }
+        end = window_end;
+        from = window.len;
+    }
+    Ok(end)
 }
 
 /// The position after the last non-zero byte of a segment file from `from` on.

@@ -98,6 +98,20 @@ impl LogSegment {
         Ok(segment)
     }
 
+    /// An empty active segment over files that already exist, preallocated and zeroed (a
+    /// preallocated segment just renamed into place).
+    pub(crate) fn open_fresh(dir: &Path, base_offset: u64, config: &LogConfig) -> Result<LogSegment> {
+        let paths = SegmentPaths::new(dir, base_offset);
+        let log = MappedFile::open_writable(&paths.log, 0, config.segment_bytes)?;
+        let offset_index = OffsetIndex::open_writable(&paths.index, 0, config.index_bytes)?;
+        let time_index = TimeIndex::open_writable(&paths.time_index, 0, config.index_bytes)?;
+        let writer = SegmentWriter { planner: IndexPlanner::default(), first_batch_timestamp: None };
+        let segment =
+            LogSegment::assemble(base_offset, log, offset_index, time_index, base_offset, Some(writer), config);
+        segment.indexes_checked.store(true, Ordering::Release);
+        Ok(segment)
+    }
+
     /// Reopens the active segment after a clean shutdown: `log_len` bytes of batches ending at
     /// `next_offset`, with trimmed indexes that passed their sanity check.
     pub(crate) fn open_active(

@@ -1,0 +1,203 @@
+//! The append path: stamping timestamps and offsets, encoding into one reused buffer, rolling, and
+//! storing a batch in the active segment, all under the append lock. Durability is the syncer's
+//! job (`shared.rs`, `syncer.rs`); nothing here fsyncs.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use crate::error::{Corruption, Error, Result};
+use crate::failpoint::crash_point;
+use crate::format::ATTR_CREATE_TIME;
+use crate::log::AppendInfo;
+use crate::log::batch::{self, BatchEncoder, BatchHeader, Record};
+use crate::log::metrics::Counters;
+use crate::log::segment::LogSegment;
+use crate::log::shared::Shared;
+
+/// State only the appender uses, under the append lock.
+pub(crate) struct Appender {
+    pub active: Arc<LogSegment>,
+    encoder: BatchEncoder,
+    timestamps: Vec<i64>,
+    /// Append time never goes backwards within an open log.
+    clock_floor_ms: i64,
+    /// The active segment whose successor was asked of the preallocator (once it is half full).
+    prealloc_requested_for: Option<u64>,
+}
+
+impl Appender {
+    pub(crate) fn new(active: Arc<LogSegment>) -> Appender {
+        Appender {
+            active,
+            encoder: BatchEncoder::default(),
+            timestamps: Vec::new(),
+            clock_floor_ms: 0,
+            prealloc_requested_for: None,
+        }
+    }
+
+    fn now_ms(&mut self, shared: &Shared) -> i64 {
+        self.clock_floor_ms = self.clock_floor_ms.max(shared.config.clock.now_ms());
+        self.clock_floor_ms
+    }
+}
+
+/// What storing a batch did besides storing it.
+pub(crate) struct Stored {
+    pub info: AppendInfo,
+    /// The active segment was rolled: the syncer must seal the old one.
+    pub rolled: bool,
+}
+
+impl Shared {
+    /// Encodes `records` as one batch at the next offset and stores it.
+    pub(crate) fn append_records(&self, records: &[Record<'_>]) -> Result<Stored> {
+        if records.is_empty() {
+            return Err(Error::EmptyBatch);
+        }
+        let mut app = self.appender.lock();
+        self.check_writable()?;
+        let now = app.now_ms(self);
+        let Appender { active, encoder, timestamps, .. } = &mut *app;
+        let create_time = self.fill_timestamps(records, now, timestamps)?;
+        let size = BatchEncoder::encoded_len(records, |i| timestamps[i] - timestamps[0]) as u64;
+        if size > self.config.max_batch_bytes {
+            return Err(Error::BatchTooLarge { size, max: self.config.max_batch_bytes });
+        }
+        let base = self.next_offset.load(Ordering::Relaxed);
+        let attributes = if create_time { ATTR_CREATE_TIME } else { 0 };
+        let bytes = encoder.encode(base, records, timestamps, attributes);
+        let stored = self.store(active, bytes, now)?;
+        self.maybe_preallocate(&mut app);
+        Ok(stored)
+    }
+
+    /// Checks a caller-encoded batch (DESIGN.md §4) and stores it at the next offset.
+    pub(crate) fn append_encoded(&self, batch: &[u8]) -> Result<Stored> {
+        let size = batch.len() as u64;
+        if size > self.config.max_batch_bytes {
+            return Err(Error::BatchTooLarge { size, max: self.config.max_batch_bytes });
+        }
+        let invalid = |reason| Error::InvalidBatch { reason };
+        let summary = batch::validate(batch, None).map_err(invalid)?;
+        let header = summary.header;
+        if header.size() != size {
+            return Err(invalid(Corruption::BadLength { length: header.size(), available: size }));
+        }
+        if header.is_cleaner() {
+            return Err(invalid(Corruption::CleanerBatch));
+        }
+        let (min_ts, max_ts) = summary.timestamps.ok_or(invalid(Corruption::BadOffsetDeltas("no records")))?;
+        if max_ts != header.max_timestamp {
+            return Err(invalid(Corruption::BadMaxTimestamp { stored: header.max_timestamp, computed: max_ts }));
+        }
+        let mut app = self.appender.lock();
+        self.check_writable()?;
+        let now = app.now_ms(self);
+        self.check_timestamp(min_ts, now)?;
+        self.check_timestamp(max_ts, now)?;
+        let base = self.next_offset.load(Ordering::Relaxed);
+        let Appender { active, encoder, .. } = &mut *app;
+        let bytes = encoder.restamp(batch, base);
+        let stored = self.store(active, bytes, now)?;
+        self.maybe_preallocate(&mut app);
+        Ok(stored)
+    }
+
+    /// Once the active segment is half full, asks for its successor to be preallocated (not
+    /// earlier: a small log should not hold two segments' worth of disk).
+    fn maybe_preallocate(&self, app: &mut Appender) {
+        let base = app.active.base_offset();
+        if app.prealloc_requested_for != Some(base) && app.active.size() * 2 >= self.config.segment_bytes {
+            app.prealloc_requested_for = Some(base);
+            self.prealloc.request(base);
+        }
+    }
+
+    /// Timestamps of each record into `out`; whether any was the caller's (create time).
+    fn fill_timestamps(&self, records: &[Record<'_>], now: i64, out: &mut Vec<i64>) -> Result<bool> {
+        out.clear();
+        let mut create_time = false;
+        for record in records {
+            let ts = match record.timestamp_ms {
+                None => now,
+                Some(ts) => {
+                    self.check_timestamp(ts, now)?;
+                    create_time = true;
+                    ts
+                }
+            };
+            out.push(ts);
+        }
+        Ok(create_time)
+    }
+
+    fn check_timestamp(&self, timestamp_ms: i64, now_ms: i64) -> Result<()> {
+        let max_skew_ms = self.config.max_timestamp_skew_ms;
+        if timestamp_ms < 0 || timestamp_ms.abs_diff(now_ms) > max_skew_ms {
+            return Err(Error::InvalidTimestamp { timestamp_ms, now_ms, max_skew_ms });
+        }
+        Ok(())
+    }
+
+    /// Stores an encoded batch stamped with the next offset, rolling first if needed, and publishes
+    /// it. Anything failing before the first byte is stored leaves the log usable; after that the
+    /// log is poisoned.
+    fn store(&self, active: &mut Arc<LogSegment>, bytes: &[u8], now_ms: i64) -> Result<Stored> {
+        let header = BatchHeader::decode_from(bytes).ok_or(Error::EmptyBatch)?;
+        let size = header.size();
+        let base = header.base_offset;
+        let next = base.checked_add(u64::from(header.last_offset_delta) + 1);
+        let next = next.ok_or(Error::InvalidBatch { reason: Corruption::BadOffsetDeltas("offsets overflow u64") })?;
+        let rolled = active.should_roll(size, header.last_offset(), now_ms, &self.config);
+        if rolled {
+            self.roll(active, base, size)?;
+        }
+        active.reserve(size)?;
+        // From here a failure may leave part of the batch stored: the log is poisoned.
+        active.append(bytes, &header).map_err(|e| self.poison(e))?;
+        self.next_offset.store(next, Ordering::Release);
+        self.publish_stored(next);
+        Counters::add(&self.counters.appends, 1);
+        Counters::add(&self.counters.records, u64::from(header.record_count));
+        Counters::add(&self.counters.bytes, size);
+        let info = AppendInfo {
+            base_offset: base,
+            last_offset: next - 1,
+            max_timestamp_ms: header.max_timestamp,
+            append_time_ms: now_ms,
+        };
+        Ok(Stored { info, rolled })
+    }
+
+    /// Makes a new active segment at `base` able to hold `size` bytes: the preallocated one if it is
+    /// ready, else created now. The old one goes to the syncer to be sealed.
+    fn roll(&self, active: &mut Arc<LogSegment>, base: u64, size: u64) -> Result<()> {
+        self.check_free_space(size)?;
+        let (segment, preallocated) = match self.prealloc.take(base, size)? {
+            Some(segment) => (segment, true),
+            None => (LogSegment::create(&self.dir, base, &self.config, size)?, false),
+        };
+        let segment = Arc::new(segment);
+        self.dir_dirty.store(true, Ordering::Release);
+        self.segments.insert(base, Arc::clone(&segment));
+        self.rolled.lock().push(std::mem::replace(active, segment));
+        Counters::add(&self.counters.rolls, 1);
+        Counters::add(&self.counters.preallocated_rolls, u64::from(preallocated));
+        crash_point!("after_roll");
+        Ok(())
+    }
+
+    /// `Error::DiskFull` if a new segment would leave less than `min_free_bytes` free.
+    fn check_free_space(&self, size: u64) -> Result<()> {
+        if self.config.min_free_bytes == 0 {
+            return Ok(());
+        }
+        let available = fs2::available_space(&self.dir).map_err(Error::io("statvfs", &self.dir))?;
+        let needed = self.config.segment_bytes.max(size) + self.config.min_free_bytes;
+        if available < needed {
+            return Err(Error::DiskFull { path: self.dir.clone(), needed, available });
+        }
+        Ok(())
+    }
+}

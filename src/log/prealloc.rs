@@ -1,0 +1,159 @@
+//! Background preallocation of the next segment (RocketMQ's `AllocateMappedFileService`): while the
+//! active segment fills, a thread creates `<n>.log.prealloc` (and its two indexes) with fallocate,
+//! so a roll only renames three files and maps them instead of waiting for the allocation.
+//! Leftover `.prealloc` files are deleted at open.
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+
+use fs2::FileExt;
+use parking_lot::{Condvar, Mutex};
+
+use crate::config::LogConfig;
+use crate::error::{Error, Result};
+use crate::format::{INDEX_SUFFIX, LOG_SUFFIX, PREALLOC_SUFFIX, TIME_INDEX_SUFFIX, file_name};
+use crate::log::segment::{LogSegment, SegmentPaths};
+use crate::storage;
+
+/// The preallocation service's state; its thread runs [`Preallocator::run`].
+pub(crate) struct Preallocator {
+    dir: PathBuf,
+    config: LogConfig,
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Files ready to become the next segment: the number in their names and the `.log` capacity.
+    ready: Option<(u64, u64)>,
+    /// A preallocation is wanted, named with this number.
+    requested: Option<u64>,
+    shutdown: bool,
+}
+
+const SUFFIXES: [&str; 3] = [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX];
+
+impl Preallocator {
+    pub(crate) fn new(dir: &Path, config: &LogConfig) -> Preallocator {
+        Preallocator { dir: dir.to_path_buf(), config: config.clone(), state: Mutex::default(), wake: Condvar::new() }
+    }
+
+    fn prealloc_path(&self, n: u64, suffix: &str) -> PathBuf {
+        self.dir.join(format!("{}{PREALLOC_SUFFIX}", file_name(n, suffix)))
+    }
+
+    /// Asks for the segment after the one at `active_base` to be prepared.
+    pub(crate) fn request(&self, active_base: u64) {
+        if !self.config.preallocate {
+            return;
+        }
+        let mut state = self.state.lock();
+        if state.ready.is_none() {
+            state.requested = Some(active_base);
+            self.wake.notify_one();
+        }
+    }
+
+    /// The prepared segment renamed to base `base`, if one is ready and can hold `size` bytes.
+    /// Called under the append lock.
+    pub(crate) fn take(&self, base: u64, size: u64) -> Result<Option<LogSegment>> {
+        let ready = {
+            let mut state = self.state.lock();
+            match state.ready {
+                Some((_, capacity)) if capacity >= size => state.ready.take(),
+                _ => None,
+            }
+        };
+        let Some((n, _)) = ready else { return Ok(None) };
+        let paths = SegmentPaths::new(&self.dir, base);
+        let targets = [&paths.log, &paths.index, &paths.time_index];
+        for (suffix, target) in SUFFIXES.iter().zip(targets) {
+            if let Err(e) = std::fs::rename(self.prealloc_path(n, suffix), target) {
+                // Leave no half-renamed segment behind: the next roll creates the same names.
+                for path in targets {
+                    let _ = storage::remove_if_exists(path);
+                }
+                self.remove(n);
+                return Err(Error::io("rename", target)(e));
+            }
+        }
+        LogSegment::open_fresh(&self.dir, base, &self.config).map(Some)
+    }
+
+    /// The thread: prepares a segment whenever one is requested, until shut down.
+    pub(crate) fn run(&self) {
+        loop {
+            let n = {
+                let mut state = self.state.lock();
+                loop {
+                    if state.shutdown {
+                        return;
+                    }
+                    if let Some(n) = state.requested.take() {
+                        break n;
+                    }
+                    self.wake.wait(&mut state);
+                }
+            };
+            match self.prepare(n) {
+                Ok(capacity) => {
+                    let mut state = self.state.lock();
+                    if state.shutdown {
+                        drop(state);
+                        self.remove(n);
+                        return;
+                    }
+                    state.ready = Some((n, capacity));
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "preallocating the next segment failed; the roll will create it");
+                    self.remove(n);
+                }
+            }
+        }
+    }
+
+    /// Creates and fallocates the three files; returns the `.log` capacity.
+    fn prepare(&self, n: u64) -> Result<u64> {
+        let capacity = self.config.segment_bytes;
+        if self.config.min_free_bytes > 0 {
+            let available = fs2::available_space(&self.dir).map_err(Error::io("statvfs", &self.dir))?;
+            if available < capacity + self.config.min_free_bytes {
+                return Err(Error::DiskFull { path: self.dir.clone(), needed: capacity, available });
+            }
+        }
+        let index_capacity = |entry: u64| self.config.index_bytes / entry * entry;
+        let sizes = [capacity, index_capacity(8), index_capacity(12)];
+        for (suffix, size) in SUFFIXES.iter().zip(sizes) {
+            let path = self.prealloc_path(n, suffix);
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .map_err(Error::io("create", &path))?;
+            file.allocate(size).map_err(Error::io("fallocate", &path))?;
+        }
+        Ok(capacity)
+    }
+
+    fn remove(&self, n: u64) {
+        for suffix in SUFFIXES {
+            let _ = storage::remove_if_exists(&self.prealloc_path(n, suffix));
+        }
+    }
+
+    /// Stops the thread and deletes a prepared segment nobody took.
+    pub(crate) fn shutdown(&self) {
+        let ready = {
+            let mut state = self.state.lock();
+            state.shutdown = true;
+            self.wake.notify_all();
+            state.ready.take()
+        };
+        if let Some((n, _)) = ready {
+            self.remove(n);
+        }
+    }
+}

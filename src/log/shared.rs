@@ -1,0 +1,407 @@
+//! The state a `Log` shares with its background threads (the syncer and the preallocator), and the
+//! durability machinery on it: sync rounds (group commit), sealing rolled segments, the directory
+//! fsync, the checkpoint, poisoning, and waiting for durability or visibility (DESIGN.md §2, §8).
+
+use std::fs::File;
+use std::ops::Bound;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_skiplist::SkipMap;
+use parking_lot::{Condvar, Mutex};
+
+use crate::config::{FlushPolicy, LogConfig};
+use crate::error::{Corruption, Error, Result};
+use crate::log::append::Appender;
+use crate::log::checkpoint::Checkpoint;
+use crate::log::load::RecoveryReport;
+use crate::log::metrics::{Counters, LogMetrics};
+use crate::log::prealloc::Preallocator;
+use crate::log::segment::{Located, LogSegment};
+use crate::log::walk::BatchPos;
+use crate::storage;
+
+/// Everything a `Log` and its threads share.
+pub(crate) struct Shared {
+    pub dir: PathBuf,
+    pub config: LogConfig,
+    pub segments: SkipMap<u64, Arc<LogSegment>>,
+    pub appender: Mutex<Appender>,
+    /// The offset the next record gets (published after its batch is stored).
+    pub next_offset: AtomicU64,
+    /// Readers see offsets below this: the durable offset under `Always`, else the next offset.
+    pub visible_end: AtomicU64,
+    /// Every offset below this is fsynced, data and directory entries.
+    pub durable_offset: AtomicU64,
+    pub start_offset: AtomicU64,
+    /// Segments rolled away from but not yet sealed, oldest first.
+    pub rolled: Mutex<Vec<Arc<LogSegment>>>,
+    /// Held while sealing rolled segments, so when one `seal_rolled` returns, every segment rolled
+    /// before it was sealed (by it or by the call it waited for).
+    seal_lock: Mutex<()>,
+    /// The checkpoint as last written; its lock serialises checkpoint writes.
+    checkpoint: Mutex<Checkpoint>,
+    /// A segment was created or renamed into place since the directory was last fsynced.
+    /// `dir_sync` serialises the fsync, so nobody sees "clean" while another thread's is running.
+    pub dir_dirty: AtomicBool,
+    dir_sync: Mutex<()>,
+    poisoned: AtomicBool,
+    closed: AtomicBool,
+    pub report: RecoveryReport,
+    read_only: bool,
+    /// Holds the directory's exclusive lock until the log is dropped (`None` when read-only).
+    _lock: Option<File>,
+    /// What the syncer should do; `progress` (with this mutex) wakes threads waiting for
+    /// durability or visibility.
+    pub sync: Mutex<SyncState>,
+    pub syncer_wake: Condvar,
+    progress: Condvar,
+    /// Threads waiting on `progress`, so appends only lock `sync` to notify when someone waits.
+    waiters: AtomicUsize,
+    pub counters: Counters,
+    pub prealloc: Preallocator,
+}
+
+/// Requests to the syncer thread.
+#[derive(Debug)]
+pub(crate) struct SyncState {
+    pub shutdown: bool,
+    /// An appender waits for durability (`Always`) or too many records wait (`EveryInterval`).
+    pub sync_requested: bool,
+    /// A segment was rolled away from: it must be sealed and the checkpoint written.
+    pub roll_pending: bool,
+    pub last_sync: Instant,
+    pub last_checkpoint: Instant,
+}
+
+/// What a freshly loaded directory hands to [`Shared::new`].
+pub(crate) struct Initial {
+    pub segments: Vec<LogSegment>,
+    pub next_offset: u64,
+    pub log_start_offset: u64,
+    pub report: RecoveryReport,
+}
+
+impl Shared {
+    pub(crate) fn new(dir: PathBuf, config: LogConfig, initial: Initial, lock: Option<File>) -> Result<Shared> {
+        let segments = SkipMap::new();
+        let mut last = None;
+        for segment in initial.segments {
+            let segment = Arc::new(segment);
+            segments.insert(segment.base_offset(), Arc::clone(&segment));
+            last = Some(segment);
+        }
+        let active = last.ok_or_else(|| Error::io("load", &dir)(std::io::ErrorKind::NotFound.into()))?;
+        let next = initial.next_offset;
+        let checkpoint = Checkpoint { log_start_offset: initial.log_start_offset, recovery_point: next };
+        let now = Instant::now();
+        Ok(Shared {
+            prealloc: Preallocator::new(&dir, &config),
+            dir,
+            segments,
+            appender: Mutex::new(Appender::new(active)),
+            next_offset: AtomicU64::new(next),
+            visible_end: AtomicU64::new(next),
+            durable_offset: AtomicU64::new(next),
+            start_offset: AtomicU64::new(initial.log_start_offset),
+            rolled: Mutex::new(Vec::new()),
+            seal_lock: Mutex::new(()),
+            checkpoint: Mutex::new(checkpoint),
+            dir_dirty: AtomicBool::new(false),
+            dir_sync: Mutex::new(()),
+            poisoned: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            report: initial.report,
+            read_only: lock.is_none(),
+            _lock: lock,
+            sync: Mutex::new(SyncState {
+                shutdown: false,
+                sync_requested: false,
+                roll_pending: false,
+                last_sync: now,
+                last_checkpoint: now,
+            }),
+            syncer_wake: Condvar::new(),
+            progress: Condvar::new(),
+            waiters: AtomicUsize::new(0),
+            counters: Counters::default(),
+            config,
+        })
+    }
+
+    pub(crate) fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    pub(crate) fn start_offset(&self) -> u64 {
+        self.start_offset.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn next_offset(&self) -> u64 {
+        self.next_offset.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn durable_offset(&self) -> u64 {
+        self.durable_offset.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn visible_end(&self) -> u64 {
+        self.visible_end.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        if self.read_only {
+            Err(Error::ReadOnly)
+        } else if self.is_poisoned() {
+            Err(Error::Poisoned)
+        } else if self.closed.load(Ordering::Acquire) {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Marks the log unusable for writes after a failure that may have left partial state, and
+    /// wakes every waiter so it returns `Error::Poisoned` instead of hanging.
+    pub(crate) fn poison(&self, error: Error) -> Error {
+        if !self.poisoned.swap(true, Ordering::AcqRel) {
+            tracing::error!(dir = %self.dir.display(), %error, "log poisoned: reopen it to recover");
+        }
+        self.notify_progress(true);
+        error
+    }
+
+    /// Marks the log closed and wakes every waiter. Returns whether it was already closed.
+    pub(crate) fn mark_closed(&self) -> bool {
+        let was = self.closed.swap(true, Ordering::AcqRel);
+        self.notify_progress(true);
+        was
+    }
+
+    /// Publishes a stored batch ending at `next` to readers, unless they only see durable data.
+    pub(crate) fn publish_stored(&self, next: u64) {
+        if self.config.flush_policy != FlushPolicy::Always {
+            self.visible_end.fetch_max(next, Ordering::SeqCst);
+            self.notify_progress(false);
+        }
+    }
+
+    /// Moves the durable offset (and under `Always` the visible end) to `to` — unless a failure
+    /// poisoned the log meanwhile (another thread's fsync may have failed over data this caller's
+    /// sync did not cover).
+    fn advance_durable(&self, to: u64) -> Result<()> {
+        if self.is_poisoned() {
+            return Err(Error::Poisoned);
+        }
+        self.durable_offset.fetch_max(to, Ordering::SeqCst);
+        if self.config.flush_policy == FlushPolicy::Always {
+            self.visible_end.fetch_max(to, Ordering::SeqCst);
+        }
+        self.notify_progress(false);
+        Ok(())
+    }
+
+    /// Wakes the threads waiting on `progress` (always, or only if there are any).
+    fn notify_progress(&self, always: bool) {
+        if always || self.waiters.load(Ordering::SeqCst) > 0 {
+            let _sync = self.sync.lock();
+            self.progress.notify_all();
+        }
+    }
+
+    /// Asks the syncer for a round now.
+    pub(crate) fn request_sync(&self) {
+        let mut state = self.sync.lock();
+        state.sync_requested = true;
+        self.syncer_wake.notify_one();
+    }
+
+    /// Tells the syncer a segment was rolled away from.
+    pub(crate) fn request_seal(&self) {
+        let mut state = self.sync.lock();
+        state.roll_pending = true;
+        self.syncer_wake.notify_one();
+    }
+
+    /// Blocks until `done()` holds, the deadline passes (`Error::Timeout`), or the log is poisoned
+    /// or closed — never by polling.
+    fn wait_until(&self, timeout: Option<Duration>, done: impl Fn() -> bool) -> Result<()> {
+        let started = Instant::now();
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let mut sync = self.sync.lock();
+        let result = loop {
+            if done() {
+                break Ok(());
+            }
+            if self.is_poisoned() {
+                break Err(Error::Poisoned);
+            }
+            if self.closed.load(Ordering::Acquire) {
+                break Err(Error::Closed);
+            }
+            match timeout {
+                None => self.progress.wait(&mut sync),
+                Some(timeout) => {
+                    let Some(left) = timeout.checked_sub(started.elapsed()) else {
+                        break Err(Error::Timeout { waited: started.elapsed() });
+                    };
+                    self.progress.wait_for(&mut sync, left);
+                }
+            }
+        };
+        drop(sync);
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        result
+    }
+
+    /// Waits until `offset` is durable, asking the syncer for a round.
+    pub(crate) fn wait_durable(&self, offset: u64, timeout: Option<Duration>) -> Result<()> {
+        if self.durable_offset() > offset {
+            return Ok(());
+        }
+        self.request_sync();
+        self.wait_until(timeout, || self.durable_offset() > offset)
+    }
+
+    /// Waits until `offset` is visible to readers.
+    pub(crate) fn wait_visible(&self, offset: u64, timeout: Option<Duration>) -> Result<()> {
+        if self.visible_end() > offset {
+            return Ok(());
+        }
+        if self.config.flush_policy == FlushPolicy::Always && self.next_offset() > offset {
+            self.request_sync();
+        }
+        self.wait_until(timeout, || self.visible_end() > offset)
+    }
+
+    /// One sync round (group commit): seals every segment rolled away from, fdatasyncs every segment
+    /// written since the durable offset and the directory if it changed, then moves the durable
+    /// offset over everything stored when the round began. Returns whether a roll was sealed.
+    pub(crate) fn sync_round(&self) -> Result<bool> {
+        let target = self.next_offset();
+        let sealed = self.seal_rolled()?;
+        crate::failpoint::crash_point!("after_seal");
+        let started = Instant::now();
+        let mut synced = 0;
+        for entry in self.segments.range(self.durable_floor()..) {
+            entry.value().flush().map_err(|e| self.poison(e))?;
+            synced += 1;
+        }
+        self.sync_dir_if_dirty()?;
+        self.counters.fsync_latency.record(started.elapsed());
+        Counters::add(&self.counters.fsyncs, synced);
+        Counters::add(&self.counters.sync_rounds, 1);
+        self.advance_durable(target)?;
+        Ok(sealed)
+    }
+
+    /// Seals every segment rolled away from so far, oldest first. Returns whether there was any.
+    fn seal_rolled(&self) -> Result<bool> {
+        let _sealing = self.seal_lock.lock();
+        let mut any = false;
+        loop {
+            let next = {
+                let rolled = self.rolled.lock();
+                rolled.first().cloned()
+            };
+            let Some(segment) = next else { return Ok(any) };
+            segment.seal().map_err(|e| self.poison(e))?;
+            Counters::add(&self.counters.fsyncs, 3);
+            self.rolled.lock().remove(0);
+            any = true;
+        }
+    }
+
+    /// Base offset of the segment holding the durable offset: nothing below it needs a flush.
+    fn durable_floor(&self) -> u64 {
+        let durable = self.durable_offset();
+        self.segments.upper_bound(Bound::Included(&durable)).map_or(0, |e| *e.key())
+    }
+
+    fn sync_dir_if_dirty(&self) -> Result<()> {
+        let _serialised = self.dir_sync.lock();
+        if self.dir_dirty.swap(false, Ordering::AcqRel)
+            && let Err(e) = storage::sync_dir(&self.dir)
+        {
+            self.dir_dirty.store(true, Ordering::Release);
+            return Err(self.poison(e));
+        }
+        Ok(())
+    }
+
+    /// Writes the checkpoint with the durable offset as recovery point (never moving it back).
+    pub(crate) fn write_checkpoint(&self) -> Result<()> {
+        let mut checkpoint = self.checkpoint.lock();
+        if self.is_poisoned() {
+            return Err(Error::Poisoned);
+        }
+        let next = Checkpoint {
+            log_start_offset: self.start_offset(),
+            recovery_point: checkpoint.recovery_point.max(self.durable_offset()),
+        };
+        if next == *checkpoint {
+            return Ok(());
+        }
+        next.write(&self.dir).map_err(|e| self.poison(e))?;
+        Counters::add(&self.counters.checkpoints, 1);
+        *checkpoint = next;
+        Ok(())
+    }
+
+    /// The segment and batch where a read of `offset` starts, below `upper`. The segment holding
+    /// `offset` must have a batch at or after it: if its data ends first, records below `upper` are
+    /// missing and that is `Error::Corrupt`, never a silent skip to the next segment.
+    pub(crate) fn locate(&self, offset: u64, upper: u64) -> Result<Option<(Arc<LogSegment>, BatchPos)>> {
+        // A segment deleted under us by retention is retried once the map no longer holds it.
+        for _ in 0..16 {
+            let start = self.start_offset();
+            let entry = self.segments.upper_bound(Bound::Included(&offset)).filter(|_| offset >= start);
+            let Some(entry) = entry else {
+                return Err(Error::OffsetOutOfRange { requested: offset, start, next: upper });
+            };
+            let segment = entry.value();
+            match segment.locate(offset)? {
+                Located::At(at) => return Ok(Some((Arc::clone(segment), at))),
+                Located::Retired => continue,
+                Located::End(end) if end.expected >= upper => return Ok(None),
+                Located::End(end) => {
+                    let reason = Corruption::DataEndsEarly { end: end.expected, upper };
+                    return Err(segment.corrupt(end.position, reason));
+                }
+            }
+        }
+        Err(Error::OffsetOutOfRange { requested: offset, start: self.start_offset(), next: upper })
+    }
+
+    /// A snapshot of the counters and offsets.
+    pub(crate) fn metrics(&self) -> LogMetrics {
+        let c = &self.counters;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (appends, rounds) = (load(&c.appends), load(&c.sync_rounds));
+        LogMetrics {
+            segments: self.segments.len() as u64,
+            bytes_on_disk: self.segments.iter().map(|e| e.value().size()).sum(),
+            start_offset: self.start_offset(),
+            next_offset: self.next_offset(),
+            durable_offset: self.durable_offset(),
+            visible_end: self.visible_end(),
+            appends,
+            records: load(&c.records),
+            bytes_appended: load(&c.bytes),
+            sync_rounds: rounds,
+            fsyncs: load(&c.fsyncs),
+            appends_per_sync: if rounds == 0 { 0.0 } else { appends as f64 / rounds as f64 },
+            fsync_latency: c.fsync_latency.snapshot(),
+            rolls: load(&c.rolls),
+            preallocated_rolls: load(&c.preallocated_rolls),
+            checkpoints: load(&c.checkpoints),
+            recovery: self.report.clone(),
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! The syncer thread (DESIGN.md §8): runs the flush policy, seals rolled segments, and writes the
+//! checkpoint after rolls and every `checkpoint_interval_ms`. It never holds the append lock: a sync
+//! round only reads the next offset, so appenders keep storing while it fsyncs, and everything they
+//! store meanwhile goes into the next round (group commit).
+
+use std::time::{Duration, Instant};
+
+use crate::config::FlushPolicy;
+use crate::log::shared::{Shared, SyncState};
+
+/// What a wake-up calls for.
+struct Work {
+    sync: bool,
+    checkpoint: bool,
+}
+
+/// The thread's body; returns at shutdown.
+pub(crate) fn run(shared: &Shared) {
+    loop {
+        let Some(work) = next_work(shared) else { return };
+        let mut checkpoint = work.checkpoint;
+        if work.sync {
+            match shared.sync_round() {
+                Ok(rolled) => checkpoint |= rolled,
+                Err(error) => {
+                    // The log is poisoned (and its waiters woken): nothing more to do but wait for
+                    // shutdown.
+                    tracing::error!(%error, "sync round failed");
+                    wait_for_shutdown(shared);
+                    return;
+                }
+            }
+        }
+        if checkpoint {
+            if let Err(error) = shared.write_checkpoint() {
+                tracing::error!(%error, "checkpoint failed");
+                wait_for_shutdown(shared);
+                return;
+            }
+            shared.sync.lock().last_checkpoint = Instant::now();
+        }
+    }
+}
+
+/// Waits until there is something to do; `None` at shutdown.
+fn next_work(shared: &Shared) -> Option<Work> {
+    let checkpoint_every = Duration::from_millis(shared.config.checkpoint_interval_ms);
+    let mut state = shared.sync.lock();
+    loop {
+        if state.shutdown {
+            return None;
+        }
+        let now = Instant::now();
+        let sync = sync_due(shared, &state, now);
+        let checkpoint = now.duration_since(state.last_checkpoint) >= checkpoint_every;
+        if sync || checkpoint {
+            state.sync_requested = false;
+            state.roll_pending = false;
+            if sync {
+                state.last_sync = now;
+            }
+            return Some(Work { sync, checkpoint });
+        }
+        let mut until = state.last_checkpoint + checkpoint_every;
+        if let FlushPolicy::EveryInterval { ms, .. } = shared.config.flush_policy {
+            until = until.min(state.last_sync + Duration::from_millis(ms));
+        }
+        shared.syncer_wake.wait_until(&mut state, until);
+    }
+}
+
+/// Whether the flush policy calls for a sync round now.
+fn sync_due(shared: &Shared, state: &SyncState, now: Instant) -> bool {
+    if state.roll_pending {
+        return true;
+    }
+    let waiting = shared.next_offset().saturating_sub(shared.durable_offset());
+    match shared.config.flush_policy {
+        FlushPolicy::Always => waiting > 0,
+        FlushPolicy::EveryInterval { ms, messages } => {
+            waiting > 0 && (waiting >= messages || now.duration_since(state.last_sync) >= Duration::from_millis(ms))
+        }
+        // An explicit request under `Never` comes from `wait_durable`.
+        FlushPolicy::Never => state.sync_requested && waiting > 0,
+    }
+}
+
+fn wait_for_shutdown(shared: &Shared) {
+    let mut state = shared.sync.lock();
+    while !state.shutdown {
+        shared.syncer_wake.wait(&mut state);
+    }
+}
+
+/// Stops the syncer (it finishes its current round first).
+pub(crate) fn stop(shared: &Shared) {
+    let mut state = shared.sync.lock();
+    state.shutdown = true;
+    shared.syncer_wake.notify_all();
+}
