@@ -9,6 +9,7 @@ pub mod failpoint;
 pub mod format;
 pub mod inspect;
 mod log;
+mod producer;
 mod storage;
 #[cfg(feature = "cli")]
 pub mod tools;
@@ -20,3 +21,4 @@ pub use log::{
     AppendInfo, BatchHeader, Checkpoint, CleanShutdown, Header, LatencySummary, Log, LogMetrics, LogReader,
     OffsetEntry, Record, RecordView, RecoveryReport, TimeEntry, encode_batch,
 };
+pub use producer::{BufferPool, BufferPoolMetrics, PooledBuffer, Producer, ProducerConfig, SendHandle};

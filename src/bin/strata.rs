@@ -52,8 +52,8 @@ enum Command {
         /// Lines per append.
         #[arg(long, default_value_t = 1)]
         batch: usize,
-        /// Print each record's offset once it is stored, before it is durable (with `--sync`,
-        /// offsets are printed only once durable anyway).
+        /// Print each record's offset once its append returns: durable under the default flush
+        /// policy (`Always`), whether or not `--sync` also flushes.
         #[arg(long)]
         print_offsets: bool,
         /// Segment size for a new log or new segments (default: `LogConfig`'s 1 GiB).

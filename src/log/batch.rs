@@ -461,22 +461,36 @@ impl BatchEncoder {
         for (i, (record, &ts)) in records.iter().zip(timestamps).enumerate() {
             encode_record(record, ts - base_timestamp, i as i64, buf);
         }
-        let header = BatchHeader {
-            base_offset,
-            batch_length: (buf.len() - LOG_OVERHEAD) as u32,
-            magic: BATCH_MAGIC,
-            crc: 0,
-            attributes,
-            last_offset_delta: records.len() as u32 - 1,
-            base_timestamp,
-            max_timestamp,
-            record_count: records.len() as u32,
-        };
-        header.encode_into(buf);
-        let crc = crc32fast::hash(&buf[ATTRIBUTES_POS..]);
-        BigEndian::write_u32(&mut buf[CRC_POS..], crc);
+        finish_batch(buf, base_offset, records.len() as u32, base_timestamp, max_timestamp, attributes);
         buf
     }
+}
+
+/// Writes the header of a batch whose records follow the first 43 bytes of `buf` (which holds the
+/// whole batch), CRC included.
+pub(crate) fn finish_batch(
+    buf: &mut [u8],
+    base_offset: u64,
+    record_count: u32,
+    base_timestamp: i64,
+    max_timestamp: i64,
+    attributes: u16,
+) {
+    debug_assert!(record_count > 0, "batches are never empty");
+    let header = BatchHeader {
+        base_offset,
+        batch_length: (buf.len() - LOG_OVERHEAD) as u32,
+        magic: BATCH_MAGIC,
+        crc: 0,
+        attributes,
+        last_offset_delta: record_count - 1,
+        base_timestamp,
+        max_timestamp,
+        record_count,
+    };
+    header.encode_into(buf);
+    let crc = crc32fast::hash(&buf[ATTRIBUTES_POS..]);
+    BigEndian::write_u32(&mut buf[CRC_POS..], crc);
 }
 
 /// Encodes `records` as one batch for [`Log::append_batch`](crate::Log::append_batch), the way a
@@ -512,7 +526,7 @@ impl BatchEncoder {
 }
 
 /// Bytes a record takes, including its length prefix.
-fn record_len(record: &Record<'_>, timestamp_delta: i64, offset_delta: i64) -> usize {
+pub(crate) fn record_len(record: &Record<'_>, timestamp_delta: i64, offset_delta: i64) -> usize {
     let body = record_body_len(record, timestamp_delta, offset_delta);
     varint::encoded_len(body as i64) + body
 }
@@ -534,7 +548,7 @@ fn bytes_len(bytes: Option<&[u8]>) -> usize {
     }
 }
 
-fn encode_record(record: &Record<'_>, timestamp_delta: i64, offset_delta: i64, out: &mut Vec<u8>) {
+pub(crate) fn encode_record(record: &Record<'_>, timestamp_delta: i64, offset_delta: i64, out: &mut Vec<u8>) {
     varint::encode_into(record_body_len(record, timestamp_delta, offset_delta) as i64, out);
     out.push(RECORD_ATTRIBUTES);
     varint::encode_into(timestamp_delta, out);

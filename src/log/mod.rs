@@ -189,13 +189,7 @@ impl Log {
     /// callers still share one fsync.
     pub fn append_nowait(&self, records: &[Record<'_>]) -> Result<AppendInfo> {
         let stored = self.shared.append_records(records)?;
-        if stored.rolled {
-            self.shared.request_seal();
-        }
-        if self.shared.config.flush_policy != FlushPolicy::Never {
-            self.shared.request_sync();
-        }
-        Ok(stored.info)
+        Ok(self.after_store_nowait(stored))
     }
 
     /// Appends a batch a producer encoded (DESIGN.md §4), with the same durability as
@@ -206,6 +200,29 @@ impl Log {
     pub fn append_batch(&self, batch: &[u8]) -> Result<AppendInfo> {
         let stored = self.shared.append_encoded(batch)?;
         self.after_store(stored)
+    }
+
+    /// [`Log::append_batch`] without waiting for durability, like [`Log::append_nowait`].
+    pub fn append_batch_nowait(&self, batch: &[u8]) -> Result<AppendInfo> {
+        let stored = self.shared.append_encoded(batch)?;
+        Ok(self.after_store_nowait(stored))
+    }
+
+    /// Hands a stored batch to the syncer without waiting: a roll to seal, and (unless the policy
+    /// is `Never`) data to sync.
+    fn after_store_nowait(&self, stored: append::Stored) -> AppendInfo {
+        if stored.rolled {
+            self.shared.request_seal();
+        }
+        if self.shared.config.flush_policy != FlushPolicy::Never {
+            self.shared.request_sync();
+        }
+        stored.info
+    }
+
+    /// Waits without a deadline until `offset` is durable (the producer's sender).
+    pub(crate) fn wait_durable_until(&self, offset: u64) -> Result<()> {
+        self.shared.wait_durable(offset, None)
     }
 
     fn after_store(&self, stored: append::Stored) -> Result<AppendInfo> {

@@ -92,10 +92,10 @@ impl BufferPool {
             return Err(Error::InvalidConfig { field: "buffer_pool.total_bytes", reason });
         }
         let mut state = shared.state.lock();
-        if state.waiters.is_empty() {
-            if let Some(buffer) = self.take(&mut state, size) {
-                return Ok(buffer);
-            }
+        if state.waiters.is_empty()
+            && let Some(buffer) = self.take(&mut state, size)
+        {
+            return Ok(buffer);
         }
         let waiter = Arc::new(Waiter { ready: Condvar::new() });
         state.waiters.push_back(Arc::clone(&waiter));
@@ -103,10 +103,8 @@ impl BufferPool {
         let deadline = started + max_wait;
         let result = loop {
             let first = state.waiters.front().is_some_and(|w| Arc::ptr_eq(w, &waiter));
-            if first {
-                if let Some(buffer) = self.take(&mut state, size) {
-                    break Ok(buffer);
-                }
+            if first && let Some(buffer) = self.take(&mut state, size) {
+                break Ok(buffer);
             }
             if waiter.ready.wait_until(&mut state, deadline).timed_out() {
                 let first = state.waiters.front().is_some_and(|w| Arc::ptr_eq(w, &waiter));
@@ -133,10 +131,10 @@ impl BufferPool {
     /// pooled buffers back into it if needed).
     fn take(&self, state: &mut State, size: usize) -> Option<PooledBuffer> {
         let poolable = self.shared.poolable_bytes;
-        if size == poolable {
-            if let Some(buf) = state.free.pop() {
-                return Some(self.lend(buf));
-            }
+        if size == poolable
+            && let Some(buf) = state.free.pop()
+        {
+            return Some(self.lend(buf));
         }
         let pooled_free = state.free.len() * poolable;
         if state.unallocated_bytes + pooled_free < size {
@@ -211,6 +209,12 @@ impl PooledBuffer {
         }
         self.buf.extend_from_slice(bytes);
         true
+    }
+
+    /// The vector itself, for encoders in this crate; they must check the capacity first (growing
+    /// past it would allocate outside the pool's limit, which a debug assertion catches on return).
+    pub(crate) fn vec_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
     }
 
     /// Empties the buffer, keeping its capacity.
@@ -291,9 +295,9 @@ mod tests {
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut threads = Vec::new();
         for i in 0..4 {
-            let (pool, order) = (pool.clone(), Arc::clone(&order));
+            let (waiter, order) = (pool.clone(), Arc::clone(&order));
             threads.push(std::thread::spawn(move || {
-                let buf = pool.allocate(1000, Duration::from_secs(10)).expect("served");
+                let buf = waiter.allocate(1000, Duration::from_secs(10)).expect("served");
                 order.lock().push(i);
                 std::thread::sleep(2 * MS);
                 drop(buf);

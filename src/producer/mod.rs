@@ -1,0 +1,388 @@
+//! `Producer` (Kafka's `RecordAccumulator` and sender): callers send single records; they are
+//! encoded straight into pooled buffers (one batch per buffer, up to `batch_bytes`, or whatever
+//! `linger_ms` collected), and a sender thread appends whole batches to the log and completes each
+//! record's [`SendHandle`] with its offset. When the pool is exhausted, `send` blocks (back-pressure)
+//! up to `max_block_ms`.
+
+mod buffer_pool;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+pub use buffer_pool::{BufferPool, BufferPoolMetrics, PooledBuffer};
+
+use crate::clock::Clock;
+use crate::config::FlushPolicy;
+use crate::error::{Error, Result};
+use crate::format::{ATTR_CREATE_TIME, BATCH_HEADER_LEN};
+use crate::log::Log;
+use crate::log::batch::{self, Record};
+
+/// How a [`Producer`] batches.
+#[derive(Debug, Clone)]
+pub struct ProducerConfig {
+    /// Size of each pooled batch buffer; a batch is sent once the next record would not fit.
+    /// Default 64 KiB. A record larger than this gets a buffer of its own.
+    pub batch_bytes: usize,
+    /// How long a batch waits for more records before it is sent anyway. Default 5 ms.
+    pub linger_ms: u64,
+    /// Total memory of the buffer pool. Default 32 MiB.
+    pub buffer_memory: usize,
+    /// How long `send` blocks for a buffer when the pool is exhausted. Default 60 s.
+    pub max_block_ms: u64,
+}
+
+impl Default for ProducerConfig {
+    fn default() -> ProducerConfig {
+        ProducerConfig { batch_bytes: 64 << 10, linger_ms: 5, buffer_memory: 32 << 20, max_block_ms: 60_000 }
+    }
+}
+
+/// Sends records to a [`Log`] in batches. `Send + Sync`: many threads may send at once.
+///
+/// ```
+/// use std::sync::Arc;
+/// use strata_log::{FlushPolicy, Log, LogConfig, Producer, ProducerConfig, Record};
+/// # fn main() -> strata_log::Result<()> {
+/// let dir = tempfile::tempdir().unwrap();
+/// let log = Arc::new(Log::open(dir.path(), LogConfig { flush_policy: FlushPolicy::Never, ..LogConfig::default() })?);
+/// let producer = Producer::new(Arc::clone(&log), ProducerConfig::default())?;
+/// let handles: Vec<_> = (0..1000).map(|i| producer.send(Record::new(format!("event {i}").as_bytes()))).collect::<Result<_, _>>()?;
+/// producer.close()?; // sends what is buffered, waits for every append
+/// assert_eq!(handles[999].wait()?, 999);
+/// # Ok(())
+/// # }
+/// ```
+pub struct Producer {
+    shared: Arc<Shared>,
+    sender: Option<JoinHandle<()>>,
+}
+
+struct Shared {
+    log: Arc<Log>,
+    config: ProducerConfig,
+    pool: BufferPool,
+    clock: Clock,
+    state: Mutex<State>,
+    /// Wakes the sender: a batch is ready, lingering may be over, or closing.
+    sender_wake: Condvar,
+    /// Wakes `flush`: every batch created so far was completed.
+    drained: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    open: Option<OpenBatch>,
+    ready: VecDeque<OpenBatch>,
+    /// Batches created and not yet completed (open, ready or being appended).
+    in_flight: u64,
+    flushing: u64,
+    closed: bool,
+}
+
+/// A batch being filled: its buffer starts with room for the header.
+struct OpenBatch {
+    buf: PooledBuffer,
+    /// The batch may not grow past this: the buffer's capacity, or the log's `max_batch_bytes`.
+    limit: usize,
+    records: u32,
+    base_timestamp: i64,
+    max_timestamp: i64,
+    created: Instant,
+    completion: Arc<Completion>,
+}
+
+/// The outcome of one batch, shared by the handles of its records.
+#[derive(Default)]
+struct Completion {
+    result: Mutex<Option<Result<u64, Arc<Error>>>>,
+    done: Condvar,
+}
+
+/// The future offset of one sent record.
+#[derive(Clone)]
+pub struct SendHandle {
+    completion: Arc<Completion>,
+    index: u32,
+}
+
+impl SendHandle {
+    /// Waits until the record's batch was appended; its offset, or why it was not appended.
+    pub fn wait(&self) -> Result<u64> {
+        let mut result = self.completion.result.lock();
+        loop {
+            if let Some(outcome) = &*result {
+                return self.outcome(outcome);
+            }
+            self.completion.done.wait(&mut result);
+        }
+    }
+
+    /// The result if the batch was already appended (or failed).
+    pub fn try_wait(&self) -> Option<Result<u64>> {
+        self.completion.result.lock().as_ref().map(|outcome| self.outcome(outcome))
+    }
+
+    fn outcome(&self, outcome: &Result<u64, Arc<Error>>) -> Result<u64> {
+        match outcome {
+            Ok(base) => Ok(base + u64::from(self.index)),
+            Err(e) => Err(Error::SendFailed(Arc::clone(e))),
+        }
+    }
+}
+
+impl std::fmt::Debug for SendHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendHandle").field("index", &self.index).field("done", &self.try_wait().is_some()).finish()
+    }
+}
+
+impl Producer {
+    /// A producer appending to `log` with its own buffer pool and sender thread.
+    pub fn new(log: Arc<Log>, config: ProducerConfig) -> Result<Producer> {
+        if config.batch_bytes <= BATCH_HEADER_LEN || config.batch_bytes > config.buffer_memory {
+            let reason = format!("batch_bytes {} must be in ({BATCH_HEADER_LEN}, buffer_memory]", config.batch_bytes);
+            return Err(Error::InvalidConfig { field: "producer.batch_bytes", reason });
+        }
+        // No batch may outgrow what the log accepts.
+        let batch_bytes = config.batch_bytes.min(log.config().max_batch_bytes as usize);
+        let config = ProducerConfig { batch_bytes, ..config };
+        let shared = Arc::new(Shared {
+            pool: BufferPool::new(config.buffer_memory, config.batch_bytes),
+            clock: log.config().clock.clone(),
+            log,
+            config,
+            state: Mutex::default(),
+            sender_wake: Condvar::new(),
+            drained: Condvar::new(),
+        });
+        let sender_shared = Arc::clone(&shared);
+        let sender = std::thread::Builder::new()
+            .name("strata-producer".to_owned())
+            .spawn(move || sender_shared.run_sender())
+            .map_err(Error::io("spawn producer thread", shared.log.dir()))?;
+        Ok(Producer { shared, sender: Some(sender) })
+    }
+
+    /// Adds `record` to the current batch and returns a handle to its future offset. Records
+    /// without a timestamp are stamped now (create time). Blocks up to `max_block_ms` while the
+    /// buffer pool is exhausted (`Error::BufferExhausted` after that). A record that cannot fit in
+    /// a batch the log accepts is refused at once (`Error::BatchTooLarge`).
+    pub fn send(&self, record: Record<'_>) -> Result<SendHandle> {
+        let timestamp = record.timestamp_ms.unwrap_or_else(|| self.shared.clock.now_ms());
+        let needed = BATCH_HEADER_LEN + batch::record_len(&record, 0, 0);
+        let max = self.shared.log.config().max_batch_bytes;
+        if needed as u64 > max {
+            return Err(Error::BatchTooLarge { size: needed as u64, max });
+        }
+        loop {
+            let mut state = self.shared.state.lock();
+            if state.closed {
+                return Err(Error::Closed);
+            }
+            if let Some(open) = state.open.as_mut() {
+                if let Some(handle) = open.try_add(&record, timestamp) {
+                    return Ok(handle);
+                }
+                // Full: hand it to the sender and start another.
+                if let Some(full) = state.open.take() {
+                    state.ready.push_back(full);
+                    self.shared.sender_wake.notify_one();
+                }
+            }
+            drop(state);
+            // Allocate outside the lock: the sender must be able to take batches and free buffers.
+            let max_block = Duration::from_millis(self.shared.config.max_block_ms);
+            let buf = self.shared.pool.allocate(needed.max(self.shared.config.batch_bytes), max_block)?;
+            let mut state = self.shared.state.lock();
+            if state.open.is_none() && !state.closed {
+                state.open = Some(OpenBatch::new(buf, timestamp, max as usize));
+                state.in_flight += 1;
+                self.shared.sender_wake.notify_one();
+            }
+        }
+    }
+
+    /// Sends everything buffered now and waits until every record sent before the call was
+    /// appended (or failed).
+    pub fn flush(&self) -> Result<()> {
+        let mut state = self.shared.state.lock();
+        state.flushing += 1;
+        self.shared.sender_wake.notify_one();
+        while state.in_flight > 0 {
+            self.shared.drained.wait(&mut state);
+        }
+        state.flushing -= 1;
+        Ok(())
+    }
+
+    /// The buffer pool's metrics.
+    pub fn pool_metrics(&self) -> BufferPoolMetrics {
+        self.shared.pool.metrics()
+    }
+
+    /// Flushes, then stops the sender thread. Sends after it fail with `Error::Closed`.
+    pub fn close(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        let Some(sender) = self.sender.take() else { return Ok(()) };
+        self.flush()?;
+        {
+            let mut state = self.shared.state.lock();
+            state.closed = true;
+            self.shared.sender_wake.notify_all();
+        }
+        sender.join().map_err(|_| Error::Io {
+            op: "join producer thread",
+            path: self.shared.log.dir().to_path_buf(),
+            source: std::io::Error::other("the producer thread panicked"),
+        })
+    }
+}
+
+impl Drop for Producer {
+    fn drop(&mut self) {
+        if let Err(error) = self.shutdown() {
+            tracing::error!(%error, "closing the producer on drop failed");
+        }
+    }
+}
+
+impl std::fmt::Debug for Producer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producer").field("config", &self.shared.config).field("pool", &self.shared.pool).finish()
+    }
+}
+
+impl OpenBatch {
+    fn new(mut buf: PooledBuffer, timestamp: i64, max_batch_bytes: usize) -> OpenBatch {
+        buf.clear();
+        buf.push(&[0u8; BATCH_HEADER_LEN]);
+        OpenBatch {
+            limit: buf.capacity().min(max_batch_bytes),
+            buf,
+            records: 0,
+            base_timestamp: timestamp,
+            max_timestamp: timestamp,
+            created: Instant::now(),
+            completion: Arc::default(),
+        }
+    }
+
+    /// Encodes `record` into the buffer if it fits.
+    fn try_add(&mut self, record: &Record<'_>, timestamp: i64) -> Option<SendHandle> {
+        let delta = timestamp - self.base_timestamp;
+        let len = batch::record_len(record, delta, i64::from(self.records));
+        if self.buf.len() + len > self.limit {
+            return None;
+        }
+        batch::encode_record(record, delta, i64::from(self.records), self.buf.vec_mut());
+        let handle = SendHandle { completion: Arc::clone(&self.completion), index: self.records };
+        self.records += 1;
+        self.max_timestamp = self.max_timestamp.max(timestamp);
+        Some(handle)
+    }
+
+    /// The finished batch bytes (header and CRC written).
+    fn finish(&mut self) -> &[u8] {
+        let (records, base, max) = (self.records, self.base_timestamp, self.max_timestamp);
+        batch::finish_batch(self.buf.vec_mut(), 0, records, base, max, ATTR_CREATE_TIME);
+        &self.buf
+    }
+}
+
+impl Shared {
+    /// The sender thread: takes ready (or lingered) batches, appends them without waiting, then
+    /// waits once for the durability of the last one (so its fsync covers them all), and completes
+    /// every handle.
+    fn run_sender(&self) {
+        loop {
+            let Some(mut batches) = self.take_batches() else { return };
+            let mut appended = Vec::with_capacity(batches.len());
+            for batch in &mut batches {
+                let result = self.log.append_batch_nowait(batch.finish());
+                appended.push(result.map(|info| (info.base_offset, info.last_offset)));
+            }
+            let last = appended.iter().rev().find_map(|r| r.as_ref().ok()).map(|(_, last)| *last);
+            let durable = match (last, self.log.config().flush_policy) {
+                (Some(last), FlushPolicy::Always) => self.log.wait_durable_until(last),
+                _ => Ok(()),
+            };
+            let durable = durable.map_err(Arc::new);
+            let count = batches.len() as u64;
+            for (batch, result) in batches.into_iter().zip(appended) {
+                let outcome = match (result, &durable) {
+                    (Ok((base, _)), Ok(())) => Ok(base),
+                    (Ok(_), Err(e)) => Err(Arc::clone(e)),
+                    (Err(e), _) => Err(Arc::new(e)),
+                };
+                batch.complete(outcome);
+            }
+            let mut state = self.state.lock();
+            state.in_flight -= count;
+            if state.in_flight == 0 {
+                self.drained.notify_all();
+            }
+        }
+    }
+
+    /// Waits for batches to send: ready ones, or the open one once it lingered long enough (or a
+    /// flush or close wants it). `None` once closed and drained.
+    fn take_batches(&self) -> Option<Vec<OpenBatch>> {
+        let linger = Duration::from_millis(self.config.linger_ms);
+        let mut state = self.state.lock();
+        loop {
+            let lingered = state.open.as_ref().is_some_and(|o| {
+                o.records > 0 && (o.created.elapsed() >= linger || state.flushing > 0 || state.closed)
+            });
+            if lingered && let Some(open) = state.open.take() {
+                state.ready.push_back(open);
+            }
+            let draining = state.flushing > 0 || state.closed;
+            if let Some(empty) = state.open.take_if(|o| o.records == 0 && draining) {
+                // Allocated for a record that went elsewhere: nothing to send.
+                drop(empty);
+                state.in_flight -= 1;
+                self.drained.notify_all();
+            }
+            if !state.ready.is_empty() {
+                return Some(state.ready.drain(..).collect());
+            }
+            if state.closed && state.open.is_none() {
+                return None;
+            }
+            match state.open.as_ref() {
+                Some(open) => {
+                    let left = linger.saturating_sub(open.created.elapsed());
+                    self.sender_wake.wait_for(&mut state, left.max(Duration::from_micros(50)));
+                }
+                None => self.sender_wake.wait(&mut state),
+            }
+        }
+    }
+}
+
+impl OpenBatch {
+    /// Completes every handle of the batch and returns its buffer to the pool.
+    fn complete(self, outcome: Result<u64, Arc<Error>>) {
+        *self.completion.result.lock() = Some(outcome);
+        self.completion.done.notify_all();
+    }
+}
+
+impl Drop for OpenBatch {
+    fn drop(&mut self) {
+        // Never leave a handle waiting forever: a batch dropped unsent fails its records.
+        let mut result = self.completion.result.lock();
+        if result.is_none() {
+            *result = Some(Err(Arc::new(Error::Closed)));
+            self.completion.done.notify_all();
+        }
+    }
+}
