@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use strata_log::{Log, LogConfig, Record};
+use strata_log::{FlushPolicy, Log, LogConfig, Record};
 
 const BATCH: usize = 100;
 
@@ -19,7 +19,8 @@ fn append(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 // A fresh log per sample keeps the disk footprint bounded.
                 let dir = tempfile::tempdir().unwrap();
-                let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+                let log = Log::open(dir.path(), LogConfig { flush_policy: FlushPolicy::Never, ..LogConfig::default() })
+                    .unwrap();
                 let started = Instant::now();
                 for _ in 0..iters {
                     log.append(records).unwrap();

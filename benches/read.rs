@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use strata_log::{Log, LogConfig, Record};
+use strata_log::{FlushPolicy, Log, LogConfig, Record};
 
 fn read_all(log: &Log) -> u64 {
     let (mut next, mut bytes) = (0, 0u64);
@@ -24,7 +24,8 @@ fn read(c: &mut Criterion) {
     group.measurement_time(Duration::from_secs(5)).sample_size(20);
     for (size, records) in [(100usize, 1_000_000u64), (1024, 200_000)] {
         let dir = tempfile::tempdir().unwrap();
-        let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+        let log =
+            Log::open(dir.path(), LogConfig { flush_policy: FlushPolicy::Never, ..LogConfig::default() }).unwrap();
         let value = vec![0x5au8; size];
         let batch: Vec<Record<'_>> = (0..100).map(|_| Record::new(&value)).collect();
         for _ in 0..records / 100 {

@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use strata_log::bench::{self, BenchOptions, BenchResult};
 use strata_log::inspect::{self, Dump, VerifyReport};
 use strata_log::tools::{self, ProduceOptions};
-use strata_log::{Log, LogConfig};
+use strata_log::{FlushPolicy, Log, LogConfig};
 
 #[derive(Parser)]
 #[command(name = "strata", version, about = "Durable, segmented, append-only logs")]
@@ -21,20 +21,36 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Measure append and read throughput and latency (no arguments needed).
+    /// Measure throughput and latency of writes, durable writes, reads, the producer and recovery
+    /// against the disk's own baselines (no arguments needed; about a minute).
     Bench {
-        /// Records appended per value size.
-        #[arg(long, default_value_t = BenchOptions::default().records)]
-        records: u64,
-        /// Records per append call.
-        #[arg(long, default_value_t = BenchOptions::default().batch)]
-        batch: usize,
-        /// Value sizes in bytes (comma separated).
-        #[arg(long, value_delimiter = ',', default_values_t = BenchOptions::default().value_sizes)]
-        value_sizes: Vec<usize>,
+        /// Median of 5 runs with bigger phases (several minutes).
+        #[arg(long)]
+        full: bool,
+        /// Records per no-fsync phase of 100-byte values (the 1 KiB phases use a quarter).
+        #[arg(long)]
+        records: Option<u64>,
+        /// Records per append call in the batched phases.
+        #[arg(long)]
+        batch: Option<usize>,
+        /// Value size of the large-record phases, bytes.
+        #[arg(long)]
+        value_size: Option<usize>,
+        /// Threads of the multi-threaded durable phase.
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Threads of the producer phase.
+        #[arg(long)]
+        producer_threads: Option<usize>,
+        /// Flush policy of the append and read phases: never, always, or interval:MS.
+        #[arg(long, default_value = "never", value_parser = parse_policy)]
+        durability: FlushPolicy,
+        /// Operations per durable phase (each also stops after a few seconds).
+        #[arg(long)]
+        durable_ops: Option<u64>,
         /// Runs of each phase; the median is reported.
-        #[arg(long, default_value_t = BenchOptions::default().runs)]
-        runs: usize,
+        #[arg(long)]
+        runs: Option<usize>,
         /// Directory to create the temporary logs in (default: the system temp dir).
         #[arg(long)]
         dir: Option<PathBuf>,
@@ -151,8 +167,32 @@ impl From<io::Error> for Failure {
 
 fn run(command: Command, out: &mut dyn Write) -> Result<ExitCode, Failure> {
     match command {
-        Command::Bench { records, batch, value_sizes, runs, dir, json } => {
-            let options = BenchOptions { dir, records, batch, value_sizes, runs };
+        Command::Bench {
+            full,
+            records,
+            batch,
+            value_size,
+            threads,
+            producer_threads,
+            durability,
+            durable_ops,
+            runs,
+            dir,
+            json,
+        } => {
+            let defaults = if full { BenchOptions::full() } else { BenchOptions::default() };
+            let options = BenchOptions {
+                dir,
+                records: records.unwrap_or(defaults.records),
+                batch: batch.unwrap_or(defaults.batch),
+                large_value_bytes: value_size.unwrap_or(defaults.large_value_bytes),
+                threads: threads.unwrap_or(defaults.threads),
+                producer_threads: producer_threads.unwrap_or(defaults.producer_threads),
+                flush_policy: durability,
+                durable_ops: durable_ops.unwrap_or(defaults.durable_ops),
+                runs: runs.unwrap_or(defaults.runs),
+                ..defaults
+            };
             let results = run_bench(&options)?;
             if json {
                 writeln!(out, "{}", serde_json::to_string_pretty(&results).unwrap_or_default())?;
@@ -301,15 +341,35 @@ fn run_bench(options: &BenchOptions) -> strata_log::Result<Vec<BenchResult>> {
 fn print_table(out: &mut dyn Write, results: &[BenchResult]) -> io::Result<()> {
     writeln!(
         out,
-        "{:<16} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10}",
-        "phase", "records", "records/s", "MB/s", "p50 µs", "p99 µs", "p99.9 µs"
+        "{:<24} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9}  {}",
+        "phase", "records/s", "ops/s", "MB/s", "p50 µs", "p99 µs", "p99.9 µs", "vs baseline"
     )?;
     for r in results {
+        let ratio = match (&r.baseline, r.ratio) {
+            (Some(base), Some(ratio)) => format!("{:.0}% of {base}", ratio * 100.0),
+            _ => String::new(),
+        };
+        let group = r.appends_per_fsync.map(|a| format!(" ({a:.1} appends/fsync)")).unwrap_or_default();
         writeln!(
             out,
-            "{:<16} {:>12} {:>14.0} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
-            r.name, r.records, r.records_per_sec, r.mb_per_sec, r.p50_us, r.p99_us, r.p999_us
+            "{:<24} {:>12.0} {:>12.0} {:>9.1} {:>9.1} {:>9.1} {:>9.1}  {ratio}{group}",
+            r.name, r.records_per_sec, r.ops_per_sec, r.mb_per_sec, r.p50_us, r.p99_us, r.p999_us
         )?;
     }
+    for note in results.iter().filter_map(|r| r.note.as_ref()) {
+        writeln!(out, "note: {note}")?;
+    }
     Ok(())
+}
+
+/// `never`, `always` or `interval:MS`.
+fn parse_policy(text: &str) -> Result<FlushPolicy, String> {
+    match text {
+        "never" => Ok(FlushPolicy::Never),
+        "always" => Ok(FlushPolicy::Always),
+        _ => match text.strip_prefix("interval:").and_then(|ms| ms.parse().ok()) {
+            Some(ms) => Ok(FlushPolicy::EveryInterval { ms, messages: u64::MAX }),
+            None => Err(format!("expected never, always or interval:MS, got {text:?}")),
+        },
+    }
 }

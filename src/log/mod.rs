@@ -260,7 +260,7 @@ impl Log {
     /// reported at the next open, never cut as a torn tail.
     pub fn flush(&self) -> Result<()> {
         self.shared.check_writable()?;
-        self.shared.sync_round()?;
+        self.shared.run_round()?;
         self.shared.write_checkpoint()
     }
 
@@ -312,7 +312,7 @@ impl Log {
         if shared.is_poisoned() {
             return Err(Error::Poisoned);
         }
-        shared.sync_round()?;
+        shared.run_round()?;
         app.active.seal().map_err(|e| shared.poison(e))?;
         shared.write_checkpoint()?;
         let marker = CleanShutdown {

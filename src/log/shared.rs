@@ -60,6 +60,8 @@ pub(crate) struct Shared {
     progress: Condvar,
     /// Threads waiting on `progress`, so appends only lock `sync` to notify when someone waits.
     waiters: AtomicUsize,
+    /// A sync round is running (by the syncer, a flush, or an appender leading one).
+    syncing: AtomicBool,
     pub counters: Counters,
     pub prealloc: Preallocator,
 }
@@ -126,6 +128,7 @@ impl Shared {
             syncer_wake: Condvar::new(),
             progress: Condvar::new(),
             waiters: AtomicUsize::new(0),
+            syncing: AtomicBool::new(false),
             counters: Counters::default(),
             config,
         })
@@ -260,13 +263,45 @@ impl Shared {
         result
     }
 
-    /// Waits until `offset` is durable, asking the syncer for a round.
+    /// Waits until `offset` is durable. If no sync round is running, the caller runs one itself
+    /// (leader-follower group commit, as PostgreSQL's backends flush WAL): it covers everything
+    /// stored so far, so appenders that arrive during it wait for it, or for the next round one of
+    /// them leads. No thread handoff when the log is quiet; one fsync per round when it is busy.
     pub(crate) fn wait_durable(&self, offset: u64, timeout: Option<Duration>) -> Result<()> {
-        if self.durable_offset() > offset {
-            return Ok(());
+        let started = Instant::now();
+        loop {
+            if self.durable_offset() > offset {
+                return Ok(());
+            }
+            if let Some(round) = self.lead_round() {
+                round?;
+                continue;
+            }
+            let left = timeout.map(|t| t.saturating_sub(started.elapsed()));
+            // A follower: wait for the running round to end, then check again (or lead the next).
+            self.wait_until(left, || self.durable_offset() > offset || !self.syncing.load(Ordering::SeqCst))?;
         }
-        self.request_sync();
-        self.wait_until(timeout, || self.durable_offset() > offset)
+    }
+
+    /// Runs a sync round unless one is already running (`None` then).
+    pub(crate) fn lead_round(&self) -> Option<Result<bool>> {
+        if self.syncing.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_err() {
+            return None;
+        }
+        let round = self.sync_round();
+        self.syncing.store(false, Ordering::SeqCst);
+        self.notify_progress(true);
+        Some(round)
+    }
+
+    /// Runs a sync round, waiting for a running one to end first (the syncer, close).
+    pub(crate) fn run_round(&self) -> Result<bool> {
+        loop {
+            if let Some(round) = self.lead_round() {
+                return round;
+            }
+            self.wait_until(None, || !self.syncing.load(Ordering::SeqCst))?;
+        }
     }
 
     /// Waits until `offset` is visible to readers.
@@ -275,7 +310,7 @@ impl Shared {
             return Ok(());
         }
         if self.config.flush_policy == FlushPolicy::Always && self.next_offset() > offset {
-            self.request_sync();
+            return self.wait_durable(offset, timeout);
         }
         self.wait_until(timeout, || self.visible_end() > offset)
     }
@@ -283,7 +318,8 @@ impl Shared {
     /// One sync round (group commit): seals every segment rolled away from, fdatasyncs every segment
     /// written since the durable offset and the directory if it changed, then moves the durable
     /// offset over everything stored when the round began. Returns whether a roll was sealed.
-    pub(crate) fn sync_round(&self) -> Result<bool> {
+    /// Callers go through [`Shared::lead_round`], so rounds never overlap.
+    fn sync_round(&self) -> Result<bool> {
         let target = self.next_offset();
         let sealed = self.seal_rolled()?;
         crate::failpoint::crash_point!("after_seal");

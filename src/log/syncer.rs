@@ -1,7 +1,9 @@
 //! The syncer thread (DESIGN.md §8): runs the flush policy, seals rolled segments, and writes the
-//! checkpoint after rolls and every `checkpoint_interval_ms`. It never holds the append lock: a sync
-//! round only reads the next offset, so appenders keep storing while it fsyncs, and everything they
-//! store meanwhile goes into the next round (group commit).
+//! checkpoint after rolls and every `checkpoint_interval_ms`. Under `Always`, an appender waiting for
+//! durability leads a round itself when none is running (`Shared::wait_durable`); the syncer covers
+//! what nobody waits for. No round holds the append lock: it only reads the next offset, so
+//! appenders keep storing while it fsyncs, and everything they store meanwhile goes into the next
+//! round (group commit).
 
 use std::time::{Duration, Instant};
 
@@ -20,7 +22,7 @@ pub(crate) fn run(shared: &Shared) {
         let Some(work) = next_work(shared) else { return };
         let mut checkpoint = work.checkpoint;
         if work.sync {
-            match shared.sync_round() {
+            match shared.run_round() {
                 Ok(rolled) => checkpoint |= rolled,
                 Err(error) => {
                     // The log is poisoned (and its waiters woken): nothing more to do but wait for
@@ -76,7 +78,9 @@ fn sync_due(shared: &Shared, state: &SyncState, now: Instant) -> bool {
     }
     let waiting = shared.next_offset().saturating_sub(shared.durable_offset());
     match shared.config.flush_policy {
-        FlushPolicy::Always => waiting > 0,
+        // Appenders waiting for durability lead their own rounds; the syncer covers the rest
+        // (`append_nowait`, which only asks).
+        FlushPolicy::Always => state.sync_requested && waiting > 0,
         FlushPolicy::EveryInterval { ms, messages } => {
             waiting > 0 && (waiting >= messages || now.duration_since(state.last_sync) >= Duration::from_millis(ms))
         }

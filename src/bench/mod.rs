@@ -1,0 +1,258 @@
+//! `strata bench`: the figures a user wants first, measured in one run so they are comparable —
+//! the physical baselines (raw sequential write, raw write + fdatasync), appends without fsync,
+//! reads, durable appends (one thread, then many sharing fsyncs), the producer, and the recovery
+//! scan — each with its ratio to the baseline it should be judged against. Phases run interleaved
+//! (run 1 of every phase, then run 2, …) with a `sync` between them, and the median run is
+//! reported. Library code returning values; the binary renders them.
+
+mod phases;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::config::FlushPolicy;
+use crate::error::{Error, Result};
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// Where to put the logs (a temporary directory inside it); `None` for the system temp dir.
+    pub dir: Option<PathBuf>,
+    /// Records per no-fsync phase (append, read, producer) of 100-byte values; 1 KiB phases use a
+    /// quarter as many.
+    pub records: u64,
+    /// Records per append call in the batched phases.
+    pub batch: usize,
+    /// Value size of the "large" phases (the 1 KiB ones by default).
+    pub large_value_bytes: usize,
+    /// Threads of the multi-threaded durable phase.
+    pub threads: usize,
+    /// Producer threads.
+    pub producer_threads: usize,
+    /// Flush policy of the append/read phases (the durable phases always use `Always`).
+    pub flush_policy: FlushPolicy,
+    /// Durable phases stop after this many operations or `durable_seconds`, whichever is first.
+    pub durable_ops: u64,
+    /// Time box of a durable phase.
+    pub durable_seconds: f64,
+    /// Runs of every phase; the median is reported.
+    pub runs: usize,
+}
+
+impl Default for BenchOptions {
+    fn default() -> BenchOptions {
+        BenchOptions {
+            dir: None,
+            records: 2_000_000,
+            batch: 100,
+            large_value_bytes: 1024,
+            threads: 8,
+            producer_threads: 4,
+            flush_policy: FlushPolicy::Never,
+            durable_ops: 4000,
+            durable_seconds: 2.0,
+            runs: 3,
+        }
+    }
+}
+
+impl BenchOptions {
+    /// The full mode: median of 5, bigger phases.
+    pub fn full() -> BenchOptions {
+        BenchOptions {
+            records: 5_000_000,
+            durable_ops: 20_000,
+            durable_seconds: 5.0,
+            runs: 5,
+            ..BenchOptions::default()
+        }
+    }
+}
+
+/// One measured figure (the median of the runs by throughput).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct BenchResult {
+    /// Phase name, e.g. `append_100B`.
+    pub name: String,
+    /// Records processed.
+    pub records: u64,
+    /// Operations (append calls, fsyncs, reads, sends).
+    pub ops: u64,
+    /// Payload bytes processed (values only).
+    pub bytes: u64,
+    /// Wall time of the phase.
+    pub seconds: f64,
+    /// Records per second.
+    pub records_per_sec: f64,
+    /// Operations per second.
+    pub ops_per_sec: f64,
+    /// Payload megabytes (10⁶ bytes) per second.
+    pub mb_per_sec: f64,
+    /// Latency percentiles of one operation, microseconds.
+    pub p50_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// 99.9th percentile.
+    pub p999_us: f64,
+    /// The phase this one is judged against, and this one's figure as a fraction of it (MB/s for
+    /// raw write, operations/s for fsync-bound phases).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<String>,
+    /// See `baseline`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio: Option<f64>,
+    /// Appends per fsync (group commit), for durable phases.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub appends_per_fsync: Option<f64>,
+    /// Anything else worth saying (the fsync-latency regime).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// Runs every phase `options.runs` times, interleaved; `progress(phase, done, total)` reports.
+pub fn run(options: &BenchOptions, progress: &mut dyn FnMut(&str, u64, u64)) -> Result<Vec<BenchResult>> {
+    let parent = options.dir.clone().unwrap_or_else(std::env::temp_dir);
+    let mut runs: Vec<Vec<BenchResult>> = Vec::new();
+    for _ in 0..options.runs.max(1) {
+        let dir = tempfile::Builder::new()
+            .prefix("strata-bench-")
+            .tempdir_in(&parent)
+            .map_err(Error::io("create", &parent))?;
+        let results = phases::run_all(dir.path(), options, progress)?;
+        for (i, result) in results.into_iter().enumerate() {
+            if runs.len() <= i {
+                runs.push(Vec::new());
+            }
+            runs[i].push(result);
+        }
+    }
+    let mut medians: Vec<BenchResult> = runs.into_iter().map(median).collect();
+    add_ratios(&mut medians);
+    Ok(medians)
+}
+
+/// Each figure against its baseline.
+fn add_ratios(results: &mut [BenchResult]) {
+    let find = |results: &[BenchResult], name: &str| results.iter().find(|r| r.name == name).cloned();
+    let raw_write = find(results, "raw_write");
+    let raw_sync = find(results, "raw_write_fdatasync");
+    let durable_single = find(results, "durable_1t_100B_x1");
+    for r in results.iter_mut() {
+        let against = |base: &Option<BenchResult>, mb: bool| {
+            base.as_ref().map(|b| {
+                let ratio = if mb { r.mb_per_sec / b.mb_per_sec } else { r.ops_per_sec / b.ops_per_sec };
+                (b.name.clone(), ratio)
+            })
+        };
+        let pair = if r.name.starts_with("append_") || r.name.starts_with("read_") {
+            against(&raw_write, true)
+        } else if r.name.starts_with("durable_1t") && r.name.contains("x100") {
+            against(&raw_sync, false)
+        } else if r.name.starts_with("durable_") && !r.name.starts_with("durable_1t") {
+            against(&durable_single, false)
+        } else {
+            None
+        };
+        if let Some((baseline, ratio)) = pair.filter(|(_, ratio)| ratio.is_finite()) {
+            r.baseline = Some(baseline);
+            r.ratio = Some(ratio);
+        }
+    }
+}
+
+fn median(mut runs: Vec<BenchResult>) -> BenchResult {
+    runs.sort_by(|a, b| a.records_per_sec.total_cmp(&b.records_per_sec));
+    runs.swap_remove(runs.len() / 2)
+}
+
+/// Which regime the disk's fsync latency was in (this machine's disk switches between ~0.35 ms and
+/// 4–12 ms per fsync).
+pub(crate) fn fsync_regime(p50: Duration) -> String {
+    let ms = p50.as_secs_f64() * 1e3;
+    if ms < 1.5 {
+        format!("fast fsync regime: median fdatasync {ms:.2} ms")
+    } else {
+        format!("slow fsync regime: median fdatasync {ms:.2} ms")
+    }
+}
+
+/// Writes back the page cache's dirty pages (the `sync` command) so one phase's writeback does not
+/// slow the next. A failure only makes the next phase noisier, so it is ignored.
+fn sync_all(dir: &Path) {
+    let _ = std::process::Command::new("sync").current_dir(dir).status();
+}
+
+/// The nearest-rank `q` quantile of sorted samples, in microseconds.
+fn percentile_us(sorted: &[Duration], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((sorted.len() as f64 * q - 1e-9).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1].as_nanos() as f64 / 1e3
+}
+
+/// A result from counts and per-operation latencies.
+fn result(name: &str, records: u64, bytes: u64, elapsed: Duration, mut latencies: Vec<Duration>) -> BenchResult {
+    latencies.sort_unstable();
+    let seconds = elapsed.as_secs_f64().max(f64::MIN_POSITIVE);
+    BenchResult {
+        name: name.to_owned(),
+        records,
+        ops: latencies.len() as u64,
+        bytes,
+        seconds,
+        records_per_sec: records as f64 / seconds,
+        ops_per_sec: latencies.len() as f64 / seconds,
+        mb_per_sec: bytes as f64 / seconds / 1e6,
+        p50_us: percentile_us(&latencies, 0.50),
+        p99_us: percentile_us(&latencies, 0.99),
+        p999_us: percentile_us(&latencies, 0.999),
+        baseline: None,
+        ratio: None,
+        appends_per_fsync: None,
+        note: None,
+    }
+}
+
+fn size_name(size: usize) -> String {
+    if size >= 1024 && size.is_multiple_of(1024) { format!("{}KiB", size / 1024) } else { format!("{size}B") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_use_nearest_rank() {
+        let samples: Vec<Duration> = (1..=1000).map(Duration::from_micros).collect();
+        assert_eq!(percentile_us(&samples, 0.5), 500.0);
+        assert_eq!(percentile_us(&samples, 0.99), 990.0);
+        assert_eq!(percentile_us(&samples, 0.999), 999.0);
+        assert_eq!(percentile_us(&[], 0.5), 0.0);
+    }
+
+    #[test]
+    fn a_tiny_run_measures_every_phase() {
+        let options = BenchOptions {
+            records: 2000,
+            batch: 10,
+            threads: 2,
+            producer_threads: 2,
+            durable_ops: 20,
+            durable_seconds: 1.0,
+            runs: 1,
+            ..BenchOptions::default()
+        };
+        let results = run(&options, &mut |_, _, _| {}).expect("bench");
+        let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
+        for expected in ["raw_write", "raw_write_fdatasync", "append_100B", "append_1KiB", "read_100B", "read_1KiB"] {
+            assert!(names.contains(&expected), "{names:?}");
+        }
+        assert!(names.iter().any(|n| n.starts_with("durable_2t")), "{names:?}");
+        assert!(names.contains(&"producer_2t_100B") && names.contains(&"recovery_scan"), "{names:?}");
+        let append = results.iter().find(|r| r.name == "append_100B").expect("append");
+        assert_eq!((append.records, append.bytes), (2000, 200_000));
+        assert_eq!(append.baseline.as_deref(), Some("raw_write"));
+        assert!(results.iter().find(|r| r.name == "raw_write_fdatasync").and_then(|r| r.note.as_ref()).is_some());
+    }
+}
