@@ -341,8 +341,8 @@ fn run_bench(options: &BenchOptions) -> strata_log::Result<Vec<BenchResult>> {
 fn print_table(out: &mut dyn Write, results: &[BenchResult]) -> io::Result<()> {
     writeln!(
         out,
-        "{:<24} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9}  {}",
-        "phase", "records/s", "ops/s", "MB/s", "p50 µs", "p99 µs", "p99.9 µs", "vs baseline"
+        "{:<24} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9}  vs baseline",
+        "phase", "records/s", "ops/s", "MB/s", "p50 µs", "p99 µs", "p99.9 µs"
     )?;
     for r in results {
         let ratio = match (&r.baseline, r.ratio) {
