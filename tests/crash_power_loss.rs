@@ -52,8 +52,10 @@ fn config() -> LogConfig {
 /// last acknowledged record.
 fn cycle(mount: &str, dir: &Path, next: u64, rng: &mut impl Rng) -> u64 {
     let batch = rng.random_range(1..6u32);
+    // Acknowledged after an explicit flush, or after the default `Always` group commit.
+    let durability = if rng.random_bool(0.5) { "--sync" } else { "--print-offsets" };
     let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(["produce", "--sync", "--batch", &batch.to_string(), "--segment-bytes", &SEGMENT_BYTES.to_string()])
+        .args(["produce", durability, "--batch", &batch.to_string(), "--segment-bytes", &SEGMENT_BYTES.to_string()])
         .args(["--index-interval-bytes", "1024"])
         .arg(dir)
         .stdin(Stdio::piped())
