@@ -1,8 +1,6 @@
 //! Record batches (DESIGN.md §4): encoding what `append` writes, and the validity check every batch
 //! passes before a byte of it is returned or trusted by recovery.
 
-use std::ops::Range;
-
 use byteorder::{BigEndian, ByteOrder};
 
 use crate::error::Corruption;
@@ -280,10 +278,6 @@ impl Span {
     const NULL_LEN: u32 = u32::MAX;
     pub(crate) const NULL: Span = Span { start: 0, len: Span::NULL_LEN };
 
-    fn of(range: Option<Range<usize>>) -> Span {
-        range.map_or(Span::NULL, |r| Span { start: r.start as u32, len: (r.end - r.start) as u32 })
-    }
-
     /// The same span in a buffer where the batch starts at `base`.
     #[inline]
     pub(crate) fn shifted(self, base: usize) -> Span {
@@ -335,39 +329,39 @@ impl<'a> RecordIter<'a> {
     #[inline]
     fn decode_one(&mut self) -> Result<RawRecord, Corruption> {
         let index = self.index;
-        let bad = |what| Corruption::BadRecord { index, what };
-        let mut outer = Cursor { bytes: self.batch, position: self.position, index };
-        let length = outer.length()?.ok_or(bad("null record length"))?;
+        self.decode_fields().map_err(|what| Corruption::BadRecord { index, what })
+    }
+
+    /// The fields of the record at `self.position`; the error says what is wrong (a small error
+    /// type keeps this hot loop's results in registers).
+    #[inline]
+    fn decode_fields(&mut self) -> Result<RawRecord, &'static str> {
+        let mut outer = Cursor { bytes: self.batch, position: self.position };
+        let length = outer.length()?.ok_or("null record length")?;
         let start = outer.position;
-        let end = start.checked_add(length).filter(|&e| e <= self.batch.len()).ok_or(bad("record past the batch"))?;
-        let mut c = Cursor { bytes: &self.batch[..end], position: start, index };
-        let attributes = c.take(1)?;
-        if self.batch[attributes.start] != RECORD_ATTRIBUTES {
-            return Err(bad("record attributes are not 0"));
+        let end = start.checked_add(length).filter(|&e| e <= self.batch.len()).ok_or("record past the batch")?;
+        let mut c = Cursor { bytes: &self.batch[..end], position: start };
+        if c.bytes.get(start) != Some(&RECORD_ATTRIBUTES) {
+            return Err("record attributes are not 0");
         }
-        let timestamp_ms = self.base_timestamp.checked_add(c.varint()?).ok_or(bad("timestamp overflows"))?;
-        let offset_delta = u32::try_from(c.varint()?).map_err(|_| bad("offset delta out of range"))?;
-        let key = c.nullable_bytes()?;
-        let value = c.nullable_bytes()?;
-        let header_count = u32::try_from(c.varint()?).map_err(|_| bad("negative header count"))?;
+        c.position += 1;
+        let timestamp_ms = self.base_timestamp.checked_add(c.varint()?).ok_or("timestamp overflows")?;
+        let offset_delta = u32::try_from(c.varint()?).map_err(|_| "offset delta out of range")?;
+        let key = c.nullable_span()?;
+        let value = c.nullable_span()?;
+        let header_count = u32::try_from(c.varint()?).map_err(|_| "negative header count")?;
         let headers_start = c.position;
         for _ in 0..header_count {
-            let key = c.nullable_bytes()?.ok_or(bad("null header key"))?;
-            std::str::from_utf8(&self.batch[key]).map_err(|_| bad("header key is not UTF-8"))?;
-            c.nullable_bytes()?;
+            let key = c.nullable_span()?.get(self.batch).ok_or("null header key")?;
+            std::str::from_utf8(key).map_err(|_| "header key is not UTF-8")?;
+            c.nullable_span()?;
         }
         if c.position != end {
-            return Err(bad("record length disagrees with its fields"));
+            return Err("record length disagrees with its fields");
         }
         self.position = end;
-        Ok(RawRecord {
-            timestamp_ms,
-            offset_delta,
-            header_count,
-            key: Span::of(key),
-            value: Span::of(value),
-            headers: Span::of(Some(headers_start..end)),
-        })
+        let headers = Span { start: headers_start as u32, len: (end - headers_start) as u32 };
+        Ok(RawRecord { timestamp_ms, offset_delta, header_count, key, value, headers })
     }
 }
 
@@ -389,44 +383,35 @@ impl Iterator for RecordIter<'_> {
 struct Cursor<'a> {
     bytes: &'a [u8],
     position: usize,
-    index: u32,
 }
 
 impl Cursor<'_> {
     #[inline]
-    fn varint(&mut self) -> Result<i64, Corruption> {
+    fn varint(&mut self) -> Result<i64, &'static str> {
         let rest = self.bytes.get(self.position..).unwrap_or_default();
-        let (value, len) =
-            varint::decode_from(rest).ok_or(Corruption::BadRecord { index: self.index, what: "bad varint" })?;
+        let (value, len) = varint::decode_from(rest).ok_or("bad varint")?;
         self.position += len;
         Ok(value)
     }
 
-    #[inline]
-    fn take(&mut self, len: usize) -> Result<Range<usize>, Corruption> {
-        let end = self.position.checked_add(len).filter(|&e| e <= self.bytes.len());
-        let end = end.ok_or(Corruption::BadRecord { index: self.index, what: "field past the record" })?;
-        let range = self.position..end;
-        self.position = end;
-        Ok(range)
-    }
-
     /// A length varint: `None` for −1, an error for other negatives.
     #[inline]
-    fn length(&mut self) -> Result<Option<usize>, Corruption> {
+    fn length(&mut self) -> Result<Option<usize>, &'static str> {
         match self.varint()? {
             NULL_LENGTH => Ok(None),
             n if n >= 0 => Ok(Some(n as usize)),
-            _ => Err(Corruption::BadRecord { index: self.index, what: "negative length" }),
+            _ => Err("negative length"),
         }
     }
 
+    /// A length-prefixed byte string, or null.
     #[inline]
-    fn nullable_bytes(&mut self) -> Result<Option<Range<usize>>, Corruption> {
-        match self.length()? {
-            None => Ok(None),
-            Some(len) => self.take(len).map(Some),
-        }
+    fn nullable_span(&mut self) -> Result<Span, &'static str> {
+        let Some(len) = self.length()? else { return Ok(Span::NULL) };
+        let end = self.position.checked_add(len).filter(|&e| e <= self.bytes.len()).ok_or("field past the record")?;
+        let span = Span { start: self.position as u32, len: len as u32 };
+        self.position = end;
+        Ok(span)
     }
 }
 
@@ -574,11 +559,11 @@ fn encode_bytes(bytes: Option<&[u8]>, out: &mut Vec<u8>) {
 
 /// Decodes the headers of a record (validated bytes: UTF-8 was checked by [`validate`]).
 pub(crate) fn decode_headers(bytes: &[u8], count: u32) -> impl Iterator<Item = Header<'_>> {
-    let mut c = Cursor { bytes, position: 0, index: 0 };
+    let mut c = Cursor { bytes, position: 0 };
     (0..count).map_while(move |_| {
-        let key = c.nullable_bytes().ok()??;
-        let value = c.nullable_bytes().ok()?;
-        Some(Header { key: std::str::from_utf8(&bytes[key]).ok()?, value: value.map(|v| &bytes[v]) })
+        let key = c.nullable_span().ok()?.get(bytes)?;
+        let value = c.nullable_span().ok()?.get(bytes);
+        Some(Header { key: std::str::from_utf8(key).ok()?, value })
     })
 }
 
