@@ -5,6 +5,7 @@ pub mod bench;
 mod clock;
 mod config;
 mod error;
+pub mod events;
 pub mod failpoint;
 pub mod format;
 pub mod inspect;
@@ -17,6 +18,7 @@ pub mod tools;
 pub use clock::{Clock, ManualClock};
 pub use config::{FlushPolicy, LogConfig, RecoveryMode};
 pub use error::{Corruption, Error, Result};
+pub use events::{EventHandle, EventManager, EventMetrics};
 pub use log::{
     AppendInfo, BatchHeader, Checkpoint, CleanShutdown, Header, LatencySummary, Log, LogMetrics, LogReader,
     OffsetEntry, Record, RecordView, RecoveryReport, TimeEntry, encode_batch,

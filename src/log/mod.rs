@@ -32,6 +32,7 @@ use fs2::FileExt;
 pub use batch::{BatchHeader, Header, Record, encode_batch};
 pub use checkpoint::{Checkpoint, CleanShutdown};
 pub use load::RecoveryReport;
+pub(crate) use metrics::Histogram;
 pub use metrics::{LatencySummary, LogMetrics};
 pub use offset_index::OffsetEntry;
 pub use reader::{LogReader, RecordView};
