@@ -53,6 +53,20 @@ pub struct LogConfig {
     /// Preallocate the next segment in the background, so a roll does not wait for fallocate.
     /// Default true.
     pub preallocate: bool,
+    /// Delete the oldest sealed segments while the log is larger than this. Default `None`
+    /// (unlimited); `Some(0)` is refused.
+    pub retention_bytes: Option<u64>,
+    /// Delete sealed segments whose newest record is older than this (by the segment's final
+    /// time-index entry). Default `None` (forever); `Some(0)` is refused.
+    pub retention_ms: Option<u64>,
+    /// How often retention is checked. Default 5 minutes.
+    pub retention_check_ms: u64,
+    /// How long a deleted segment stays as `.deleted` (readers may still be in it) before its files
+    /// are unlinked. Default 60 s; 0 is valid.
+    pub file_delete_delay_ms: u64,
+    /// How long a truncation waits for readers of the segment it cuts before giving up with
+    /// `Error::Busy`. Default 10 s.
+    pub truncate_wait_ms: u64,
 }
 
 /// When appended records are made durable (DESIGN.md §8).
@@ -108,6 +122,11 @@ impl Default for LogConfig {
             checkpoint_interval_ms: 60_000,
             min_free_bytes: 0,
             preallocate: true,
+            retention_bytes: None,
+            retention_ms: None,
+            retention_check_ms: 5 * 60 * 1000,
+            file_delete_delay_ms: 60_000,
+            truncate_wait_ms: 10_000,
         }
     }
 }
@@ -124,6 +143,15 @@ impl LogConfig {
         check("max_batch_bytes", self.max_batch_bytes, BATCH_HEADER_LEN as u64 + 1, MAX_BATCH_LEN as u64)?;
         check("max_timestamp_skew_ms", self.max_timestamp_skew_ms, 0, i64::MAX as u64)?;
         check("checkpoint_interval_ms", self.checkpoint_interval_ms, 1, u64::MAX)?;
+        if let Some(bytes) = self.retention_bytes {
+            check("retention_bytes", bytes, 1, i64::MAX as u64)?;
+        }
+        if let Some(ms) = self.retention_ms {
+            check("retention_ms", ms, 1, i64::MAX as u64)?;
+        }
+        check("retention_check_ms", self.retention_check_ms, 1, 365 * DAY_MS)?;
+        check("file_delete_delay_ms", self.file_delete_delay_ms, 0, 365 * DAY_MS)?;
+        check("truncate_wait_ms", self.truncate_wait_ms, 0, 365 * DAY_MS)?;
         if let FlushPolicy::EveryInterval { ms, messages } = self.flush_policy {
             check("flush_policy.ms", ms, 1, u64::MAX)?;
             check("flush_policy.messages", messages, 1, u64::MAX)?;
@@ -157,5 +185,14 @@ mod tests {
         assert!(matches!(batch.validate(), Err(Error::InvalidConfig { field: "max_batch_bytes", .. })));
         let index = LogConfig { index_bytes: 8, ..LogConfig::default() };
         assert!(matches!(index.validate(), Err(Error::InvalidConfig { field: "index_bytes", .. })));
+        for (config, field) in [
+            (LogConfig { retention_bytes: Some(0), ..LogConfig::default() }, "retention_bytes"),
+            (LogConfig { retention_ms: Some(0), ..LogConfig::default() }, "retention_ms"),
+            (LogConfig { retention_ms: Some(u64::MAX), ..LogConfig::default() }, "retention_ms"),
+            (LogConfig { retention_check_ms: 0, ..LogConfig::default() }, "retention_check_ms"),
+        ] {
+            assert!(matches!(config.validate(), Err(Error::InvalidConfig { field: f, .. }) if f == field), "{field}");
+        }
+        LogConfig { file_delete_delay_ms: 0, ..LogConfig::default() }.validate().expect("0 is a valid delay");
     }
 }

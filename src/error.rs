@@ -123,6 +123,19 @@ pub enum Error {
     /// A record sent through a `Producer` was not appended; the cause is shared by its whole batch.
     #[error("send failed: {0}")]
     SendFailed(#[source] std::sync::Arc<Error>),
+    /// Readers kept the segment a truncation must change busy past `truncate_wait_ms`; nothing
+    /// was changed.
+    #[error("readers kept the log busy for {waited:?}; nothing was truncated")]
+    Busy {
+        /// How long the truncation waited.
+        waited: std::time::Duration,
+    },
+    /// The offset waited for or read was removed by a truncation; the log now ends at `next_offset`.
+    #[error("truncated: the log now ends at offset {next_offset}")]
+    Truncated {
+        /// The log's next offset after the truncation.
+        next_offset: u64,
+    },
     /// The log was opened read-only.
     #[error("the log is open read-only")]
     ReadOnly,

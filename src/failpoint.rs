@@ -12,6 +12,10 @@
 //! - atomic replace: `after_tmp_write` (temp file written and fsynced, not yet renamed),
 //!   `after_rename` (renamed, directory not yet fsynced);
 //! - close: `before_clean_marker` (everything synced and checkpointed, marker not yet written);
+//! - truncation: `truncate_after_checkpoint` (recovery point lowered, nothing else changed),
+//!   `truncate_after_rename` (later segments renamed `.deleted`, cut segment not yet cut),
+//!   `truncate_after_cut` (cut and fsynced, its indexes not yet rewritten);
+//!   `reset_after_checkpoint` (start = recovery point = the new offset, segments not yet renamed);
 //! - open: `after_marker_delete`, `swap_renamed` (after each swap file is renamed into place),
 //!   `mid_delete` (after each file a swap replaces is deleted), `after_truncate` (torn segment cut,
 //!   later segments not yet deleted), `after_index_rebuild` (after each rebuilt index pair).

@@ -123,6 +123,10 @@ impl<E: IndexEntry> SparseIndex<E> {
         self.file.replace_sealed(len);
     }
 
+    pub(crate) fn rename(&self, to: &Path) -> Result<()> {
+        self.file.rename(to)
+    }
+
     pub(crate) fn retire(&self) {
         self.file.retire()
     }

@@ -88,7 +88,7 @@ pub(crate) fn load(dir: &Path, config: &LogConfig) -> Result<Loaded> {
         None => empty_dir(dir, start, recovery_point, config, &mut report)?,
         Some(last) => match clean_end(dir, *last, marker, config, &mut report)? {
             Some(next_offset) => open_segments(dir, &files, next_offset, config)?,
-            None => recover::recover(dir, files, recovery_point, config, &mut report)?,
+            None => recover::recover(dir, files, recovery_point, start, config, &mut report)?,
         },
     };
     loaded.log_start_offset = start.max(loaded.segments[0].base_offset());

@@ -88,6 +88,8 @@ pub(crate) struct Counters {
     pub rolls: AtomicU64,
     pub preallocated_rolls: AtomicU64,
     pub checkpoints: AtomicU64,
+    pub segments_deleted: AtomicU64,
+    pub truncations: AtomicU64,
 }
 
 impl Counters {
@@ -132,6 +134,10 @@ pub struct LogMetrics {
     pub preallocated_rolls: u64,
     /// Checkpoints written.
     pub checkpoints: u64,
+    /// Segments removed by retention or `delete_records_before`.
+    pub retention_deletions: u64,
+    /// Suffix removals (`truncate_to`, `reset_at`).
+    pub truncations: u64,
     /// What opening the log did.
     pub recovery: crate::log::RecoveryReport,
 }

@@ -12,11 +12,13 @@ mod offset_index;
 mod prealloc;
 mod reader;
 mod recover;
+mod retention;
 pub(crate) mod segment;
 mod shared;
 mod swap;
 mod syncer;
 mod time_index;
+mod truncate;
 mod varint;
 pub(crate) mod walk;
 
@@ -40,6 +42,7 @@ pub use time_index::TimeEntry;
 
 use crate::config::{FlushPolicy, LogConfig};
 use crate::error::{Error, Result};
+use crate::events::EventManager;
 use crate::failpoint::crash_point;
 use crate::format::LOCK_FILE;
 use crate::storage;
@@ -85,8 +88,10 @@ pub struct AppendInfo {
 /// ```
 pub struct Log {
     shared: Arc<Shared>,
-    /// The syncer and preallocator threads (none for a read-only log).
+    /// The syncer thread (none for a read-only log).
     threads: Vec<JoinHandle<()>>,
+    /// Short background work: preallocation, checkpoints, retention, delayed deletion.
+    events: Option<EventManager>,
 }
 
 impl Log {
@@ -100,9 +105,11 @@ impl Log {
         let lock = lock_dir(&dir)?;
         let loaded = load::load(&dir, &config)?;
         tracing::info!(dir = %dir.display(), report = ?loaded.report, "log opened");
-        let shared = Arc::new(Shared::new(dir, config, initial(loaded), Some(lock))?);
+        let events = EventManager::start("strata-events")?;
+        let shared = Arc::new(Shared::new(dir, config, initial(loaded), Some(lock), Some(events.handle()))?);
         let threads = start_threads(&shared)?;
-        Ok(Log { shared, threads })
+        schedule_background(&shared);
+        Ok(Log { shared, threads, events: Some(events) })
     }
 
     /// Opens the log in `dir` for reading only, as `strata dump`, `verify` and `consume` do: no lock
@@ -120,8 +127,8 @@ impl Log {
         }
         let loaded = load::load_read_only(&dir, &config)?;
         let config = LogConfig { flush_policy: FlushPolicy::Never, ..config };
-        let shared = Arc::new(Shared::new(dir, config, initial(loaded), None)?);
-        Ok(Log { shared, threads: Vec::new() })
+        let shared = Arc::new(Shared::new(dir, config, initial(loaded), None, None)?);
+        Ok(Log { shared, threads: Vec::new(), events: None })
     }
 
     /// The log directory.
@@ -269,12 +276,13 @@ impl Log {
     /// least one batch is always returned. Every batch is verified (CRC, structure, offsets) before
     /// any of its records is returned. `offset` must be in `[start_offset, visible end)`.
     pub fn read(&self, offset: u64, max_bytes: usize) -> Result<LogReader<'_>> {
+        let epoch = self.shared.truncations();
         let start = self.start_offset();
         let end = self.visible_end();
         if offset < start || offset >= end {
             return Err(Error::OffsetOutOfRange { requested: offset, start, next: end });
         }
-        Ok(LogReader::new(&self.shared, offset, end, max_bytes as u64))
+        Ok(LogReader::new(&self.shared, offset, end, max_bytes as u64, epoch))
     }
 
     /// The first visible offset whose record timestamp is ≥ `timestamp_ms`, if any.
@@ -294,6 +302,84 @@ impl Log {
             }
         }
         Ok(None)
+    }
+
+    /// Removes every record at or after `offset` and returns the new next offset: `offset` itself,
+    /// or the base of the batch holding it (a batch is removed whole). An `offset` at or past the
+    /// next offset changes nothing.
+    ///
+    /// Durable and non-resurrecting (DESIGN.md §9): the recovery point is lowered in the checkpoint
+    /// before any file changes, and no crash brings a removed record back, even when records of the
+    /// same size are appended over them. The cost does not depend on the segment size. Readers in
+    /// the cut segment are waited for up to `truncate_wait_ms`, then it gives up with
+    /// `Error::Busy` and nothing changed. Appenders waiting for removed offsets get
+    /// `Error::Truncated`, and so do readers positioned past the cut.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use strata_log::{Log, LogConfig, Record};
+    /// let dir = tempfile::tempdir()?;
+    /// let log = Log::open(dir.path(), LogConfig::default())?;
+    /// for i in 0..10u32 {
+    ///     log.append(&[Record::new(&i.to_be_bytes())])?;
+    /// }
+    /// assert_eq!(log.truncate_to(6)?, 6);
+    /// assert_eq!(log.next_offset(), 6);
+    /// assert_eq!(log.append(&[Record::new(b"new six")])?.base_offset, 6);
+    /// # Ok(()) }
+    /// ```
+    pub fn truncate_to(&self, offset: u64) -> Result<u64> {
+        self.shared.truncate_to(offset)
+    }
+
+    /// Drops every record and restarts the log, empty, at `offset` (any offset, also past the end:
+    /// a Raft follower installing a snapshot). Old segments are renamed `.deleted` and unlinked
+    /// after `file_delete_delay_ms`; readers in them finish.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use strata_log::{Log, LogConfig, Record};
+    /// let dir = tempfile::tempdir()?;
+    /// let log = Log::open(dir.path(), LogConfig::default())?;
+    /// log.append(&[Record::new(b"old")])?;
+    /// log.reset_at(1000)?;
+    /// assert_eq!((log.start_offset(), log.next_offset()), (1000, 1000));
+    /// assert_eq!(log.append(&[Record::new(b"new")])?.base_offset, 1000);
+    /// # Ok(()) }
+    /// ```
+    pub fn reset_at(&self, offset: u64) -> Result<()> {
+        self.shared.reset_at(offset)
+    }
+
+    /// Moves the log start offset to `offset` (at most the next offset) and returns the new start:
+    /// reads below it are `Error::OffsetOutOfRange` from now on, also after a crash (the checkpoint
+    /// is written first). Sealed segments wholly below it are renamed `.deleted` and unlinked after
+    /// `file_delete_delay_ms` and their last reader; the active segment never is.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use strata_log::{Log, LogConfig, Record};
+    /// let dir = tempfile::tempdir()?;
+    /// let log = Log::open(dir.path(), LogConfig::default())?;
+    /// for _ in 0..5 {
+    ///     log.append(&[Record::new(b"consumed")])?;
+    /// }
+    /// assert_eq!(log.delete_records_before(3)?, 3);
+    /// assert!(log.read(2, 1 << 20).is_err());
+    /// assert_eq!(log.read(3, 1 << 20)?.next().unwrap()?.offset(), 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn delete_records_before(&self, offset: u64) -> Result<u64> {
+        self.shared.delete_records_before(offset)
+    }
+
+    /// Applies `retention_bytes` and `retention_ms` now (the log does so itself every
+    /// `retention_check_ms`): deletes the oldest sealed segments while the log is larger than
+    /// `retention_bytes` or their newest record is older than `retention_ms`. Returns how many
+    /// segments were deleted.
+    pub fn enforce_retention(&self) -> Result<u64> {
+        self.shared.check_writable()?;
+        self.shared.enforce_retention()
     }
 
     /// Closes the log cleanly: stops the background threads, makes everything durable, seals the
@@ -328,11 +414,16 @@ impl Log {
     }
 
     fn stop_threads(&mut self) {
+        if let Some(events) = self.events.take()
+            && let Err(error) = events.shutdown(Duration::from_secs(30))
+        {
+            tracing::error!(%error, "the log's event thread did not stop");
+        }
+        self.shared.prealloc.shutdown();
         if self.threads.is_empty() {
             return;
         }
         syncer::stop(&self.shared);
-        self.shared.prealloc.shutdown();
         for thread in self.threads.drain(..) {
             if thread.join().is_err() {
                 tracing::error!("a background thread of the log panicked");
@@ -375,27 +466,40 @@ fn initial(loaded: load::Loaded) -> Initial {
     }
 }
 
-/// Starts the syncer and, if configured, the preallocator (asked for a segment once the active one
-/// is half full).
+/// Starts the syncer thread.
 fn start_threads(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>> {
-    let mut threads = Vec::new();
     let syncer_shared = Arc::clone(shared);
-    threads.push(
-        std::thread::Builder::new()
-            .name("strata-syncer".to_owned())
-            .spawn(move || syncer::run(&syncer_shared))
-            .map_err(Error::io("spawn syncer thread", &shared.dir))?,
-    );
-    if shared.config.preallocate {
-        let prealloc_shared = Arc::clone(shared);
-        threads.push(
-            std::thread::Builder::new()
-                .name("strata-prealloc".to_owned())
-                .spawn(move || prealloc_shared.prealloc.run())
-                .map_err(Error::io("spawn preallocator thread", &shared.dir))?,
-        );
+    let syncer = std::thread::Builder::new()
+        .name("strata-syncer".to_owned())
+        .spawn(move || syncer::run(&syncer_shared))
+        .map_err(Error::io("spawn syncer thread", &shared.dir))?;
+    Ok(vec![syncer])
+}
+
+/// The periodic events: the checkpoint every `checkpoint_interval_ms`, retention every
+/// `retention_check_ms` (if retention is configured).
+fn schedule_background(shared: &Arc<Shared>) {
+    let config = &shared.config;
+    every(shared, Duration::from_millis(config.checkpoint_interval_ms), "checkpoint", Shared::write_checkpoint);
+    if config.retention_bytes.is_some() || config.retention_ms.is_some() {
+        let retention = |shared: &Shared| shared.enforce_retention().map(|_| ());
+        every(shared, Duration::from_millis(config.retention_check_ms), "retention check", retention);
     }
-    Ok(threads)
+}
+
+/// Runs `work` on the log's event thread every `period`, for as long as the log lives.
+fn every(shared: &Arc<Shared>, period: Duration, name: &'static str, work: fn(&Shared) -> Result<()>) {
+    let Some(events) = &shared.events else { return };
+    let weak = Arc::downgrade(shared);
+    let scheduled = events.put_after(period, name, move || {
+        let Some(shared) = weak.upgrade() else { return Ok(()) };
+        let result = work(&shared);
+        every(&shared, period, name, work);
+        result
+    });
+    if scheduled.is_err() {
+        tracing::debug!(name, "event thread stopped; periodic work ends");
+    }
 }
 
 /// Creates the log directory if needed, fsyncing each parent whose entries changed.

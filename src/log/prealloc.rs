@@ -1,57 +1,64 @@
-//! Background preallocation of the next segment (RocketMQ's `AllocateMappedFileService`): while the
-//! active segment fills, a thread creates `<n>.log.prealloc` (and its two indexes) with fallocate,
-//! so a roll only renames three files and maps them instead of waiting for the allocation.
-//! Leftover `.prealloc` files are deleted at open.
+//! Background preallocation of the next segment (RocketMQ's `AllocateMappedFileService`): once the
+//! active segment is half full, an event on the log's `EventManager` creates `<n>.log.prealloc` (and
+//! its two indexes) with fallocate, so a roll only renames three files and maps them instead of
+//! waiting for the allocation. Leftover `.prealloc` files are deleted at open.
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 
 use fs2::FileExt;
-use parking_lot::{Condvar, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
+use crate::events::EventHandle;
 use crate::format::{INDEX_SUFFIX, LOG_SUFFIX, PREALLOC_SUFFIX, TIME_INDEX_SUFFIX, file_name};
 use crate::log::segment::{LogSegment, SegmentPaths};
 use crate::storage;
 
-/// The preallocation service's state; its thread runs [`Preallocator::run`].
+/// The preallocation service's state; the work runs as events.
 pub(crate) struct Preallocator {
     dir: PathBuf,
     config: LogConfig,
+    events: Option<EventHandle>,
     state: Mutex<State>,
-    wake: Condvar,
 }
 
 #[derive(Debug, Default)]
 struct State {
     /// Files ready to become the next segment: the number in their names and the `.log` capacity.
     ready: Option<(u64, u64)>,
-    /// A preallocation is wanted, named with this number.
-    requested: Option<u64>,
+    /// A preparation is queued or running.
+    preparing: bool,
     shutdown: bool,
 }
 
 const SUFFIXES: [&str; 3] = [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX];
 
 impl Preallocator {
-    pub(crate) fn new(dir: &Path, config: &LogConfig) -> Preallocator {
-        Preallocator { dir: dir.to_path_buf(), config: config.clone(), state: Mutex::default(), wake: Condvar::new() }
+    pub(crate) fn new(dir: &Path, config: &LogConfig, events: Option<EventHandle>) -> Preallocator {
+        Preallocator { dir: dir.to_path_buf(), config: config.clone(), events, state: Mutex::default() }
     }
 
     fn prealloc_path(&self, n: u64, suffix: &str) -> PathBuf {
         self.dir.join(format!("{}{PREALLOC_SUFFIX}", file_name(n, suffix)))
     }
 
-    /// Asks for the segment after the one at `active_base` to be prepared.
-    pub(crate) fn request(&self, active_base: u64) {
-        if !self.config.preallocate {
-            return;
+    /// Asks for the segment after the one at `active_base` to be prepared, by an event.
+    pub(crate) fn request(self: &Arc<Self>, active_base: u64) {
+        let Some(events) = self.events.as_ref().filter(|_| self.config.preallocate) else { return };
+        {
+            let mut state = self.state.lock();
+            if state.ready.is_some() || state.preparing || state.shutdown {
+                return;
+            }
+            state.preparing = true;
         }
-        let mut state = self.state.lock();
-        if state.ready.is_none() {
-            state.requested = Some(active_base);
-            self.wake.notify_one();
+        let this = Arc::clone(self);
+        if events.put("preallocate segment", move || this.prepare_now(active_base)).is_err() {
+            self.state.lock().preparing = false;
         }
     }
 
@@ -81,35 +88,26 @@ impl Preallocator {
         LogSegment::open_fresh(&self.dir, base, &self.config).map(Some)
     }
 
-    /// The thread: prepares a segment whenever one is requested, until shut down.
-    pub(crate) fn run(&self) {
-        loop {
-            let n = {
-                let mut state = self.state.lock();
-                loop {
-                    if state.shutdown {
-                        return;
-                    }
-                    if let Some(n) = state.requested.take() {
-                        break n;
-                    }
-                    self.wake.wait(&mut state);
-                }
-            };
-            match self.prepare(n) {
-                Ok(capacity) => {
-                    let mut state = self.state.lock();
-                    if state.shutdown {
-                        drop(state);
-                        self.remove(n);
-                        return;
-                    }
-                    state.ready = Some((n, capacity));
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "preallocating the next segment failed; the roll will create it");
-                    self.remove(n);
-                }
+    /// The event: prepares the files named `n` and offers them to the next roll.
+    fn prepare_now(&self, n: u64) -> Result<()> {
+        let prepared = self.prepare(n);
+        let mut state = self.state.lock();
+        state.preparing = false;
+        match prepared {
+            Ok(capacity) if !state.shutdown => {
+                state.ready = Some((n, capacity));
+                Ok(())
+            }
+            Ok(_) => {
+                drop(state);
+                self.remove(n);
+                Ok(())
+            }
+            Err(error) => {
+                drop(state);
+                self.remove(n);
+                tracing::warn!(%error, "preallocating the next segment failed; the roll will create it");
+                Err(error)
             }
         }
     }
@@ -144,12 +142,11 @@ impl Preallocator {
         }
     }
 
-    /// Stops the thread and deletes a prepared segment nobody took.
+    /// Stops preparing and deletes a prepared segment nobody took.
     pub(crate) fn shutdown(&self) {
         let ready = {
             let mut state = self.state.lock();
             state.shutdown = true;
-            self.wake.notify_all();
             state.ready.take()
         };
         if let Some((n, _)) = ready {

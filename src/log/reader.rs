@@ -93,11 +93,18 @@ pub struct LogReader<'a> {
     batch_next: u64,
     batch_start: usize,
     done: bool,
+    /// The log's truncation count when `upper` was last known good.
+    epoch: u64,
+    /// A truncation lowered `upper`: reaching it is `Error::Truncated`, not the end of the read.
+    cut_short: bool,
 }
 
 impl<'a> LogReader<'a> {
-    pub(crate) fn new(log: &'a Shared, offset: u64, upper: u64, max_bytes: u64) -> LogReader<'a> {
+    /// A reader of `[offset, upper)`; `epoch` is the log's truncation count read before `upper`.
+    pub(crate) fn new(log: &'a Shared, offset: u64, upper: u64, max_bytes: u64, epoch: u64) -> LogReader<'a> {
         LogReader {
+            epoch,
+            cut_short: false,
             log,
             cursor: offset,
             upper,
@@ -187,6 +194,10 @@ impl<'a> LogReader<'a> {
     fn fetch_chunk(&mut self) -> Result<bool> {
         // A segment can be retired (deleted) under us: re-resolve, which ends in OffsetOutOfRange.
         for _ in 0..16 {
+            self.catch_up_truncations()?;
+            if self.cursor >= self.upper && self.cut_short {
+                return Err(Error::Truncated { next_offset: self.log.next_offset() });
+            }
             if self.cursor >= self.upper || (self.started && self.budget == 0) {
                 return Ok(false);
             }
@@ -207,6 +218,10 @@ impl<'a> LogReader<'a> {
             let Some(end) = segment.copy_batches(at, self.upper, limit, self.budget, !self.started, buf)? else {
                 continue;
             };
+            if self.log.truncations() != self.epoch {
+                // A truncation finished during the copy: the chunk may hold batches past the cut.
+                continue;
+            }
             if end.bytes == 0 {
                 if !end.end_of_data {
                     return Ok(false);
@@ -223,6 +238,27 @@ impl<'a> LogReader<'a> {
             return Ok(true);
         }
         Err(Error::OffsetOutOfRange { requested: self.cursor, start: self.log.start_offset(), next: self.upper })
+    }
+
+    /// After truncations, ends the read at the lowest cut, or fails with `Error::Truncated` if the
+    /// cursor is already past it: offsets there may now hold other records.
+    fn catch_up_truncations(&mut self) -> Result<()> {
+        let now = self.log.truncations();
+        if now == self.epoch {
+            return Ok(());
+        }
+        if let Some(cut) = self.log.lowest_cut_since(self.epoch) {
+            if self.cursor >= cut {
+                return Err(Error::Truncated { next_offset: self.log.next_offset() });
+            }
+            if cut < self.upper {
+                self.upper = cut;
+                self.cut_short = true;
+            }
+        }
+        self.epoch = now;
+        self.resume = None;
+        Ok(())
     }
 }
 

@@ -4,7 +4,6 @@
 
 use std::fs;
 
-use fs2::FileExt;
 use std::path::Path;
 
 use crate::config::{LogConfig, RecoveryMode};
@@ -33,6 +32,7 @@ pub(crate) fn recover(
     dir: &Path,
     files: Vec<SegmentFile>,
     recovery_point: u64,
+    log_start: u64,
     config: &LogConfig,
     report: &mut RecoveryReport,
 ) -> Result<Loaded> {
@@ -43,7 +43,9 @@ pub(crate) fn recover(
     let path = SegmentPaths::new(dir, cut.0.base).log;
     let after = files.get(first + end.kept.len()).map(|f| f.base);
     let sealed = end.reason.is_some() && after.is_some() && was_sealed(dir, cut.0, cut.1.valid_len, config)?;
-    if end.next_offset < recovery_point || sealed {
+    // Records below the log start offset are deleted anyway: only [start, recovery point) must
+    // survive (after a `reset_at` past the end, start = recovery point and nothing must).
+    if end.next_offset.max(log_start) < recovery_point || sealed {
         let reason =
             end.reason.clone().unwrap_or(Corruption::EndsBeforeRecoveryPoint { end: end.next_offset, recovery_point });
         tracing::error!(file = %path.display(), position = cut.1.valid_len, %reason, end = end.next_offset, recovery_point, sealed, "damage to acknowledged data");
@@ -152,10 +154,14 @@ fn apply(
             if scan.valid_len != file.len {
                 report.bytes_truncated += cut_data(dir, file, &scan)? - scan.valid_len;
             }
-            cut_file(dir, file.base, scan.valid_len, config.segment_bytes.max(file.len))?;
+            storage::cut_file(
+                &SegmentPaths::new(dir, file.base).log,
+                scan.valid_len,
+                config.segment_bytes.max(file.len),
+            )?;
         } else if scan.valid_len != file.len {
             // A sealed segment left untrimmed by a crash during a roll: finish trimming it.
-            cut_file(dir, file.base, scan.valid_len, scan.valid_len)?;
+            storage::cut_file(&SegmentPaths::new(dir, file.base).log, scan.valid_len, scan.valid_len)?;
         } else {
             // Kept whole: its data may still be only in the page cache of a crashed process; the
             // recovery point is about to move past it.
@@ -200,17 +206,6 @@ fn data_end(dir: &Path, file: SegmentFile, from: u64) -> Result<u64> {
     let end = walk::nonzero_end(&reader, from, file.len);
     reader.retire();
     end
-}
-
-/// The recovery form of suffix removal (DESIGN.md §9): nothing is mapped yet, so cut the file at
-/// `len`, preallocate it back to `preallocated` (the new blocks read as zeros: nothing past the cut
-/// can come back), fsync.
-fn cut_file(dir: &Path, base: u64, len: u64, preallocated: u64) -> Result<()> {
-    let path = SegmentPaths::new(dir, base).log;
-    let file = fs::OpenOptions::new().write(true).open(&path).map_err(Error::io("open", &path))?;
-    file.set_len(len).map_err(Error::io("truncate", &path))?;
-    file.allocate(preallocated).map_err(Error::io("fallocate", &path))?;
-    file.sync_all().map_err(Error::io("fsync", &path))
 }
 
 fn sync_file(dir: &Path, base: u64) -> Result<()> {

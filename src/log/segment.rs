@@ -14,7 +14,7 @@ use crate::failpoint::{crash_point, error_point};
 use crate::format::{BATCH_HEADER_LEN, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, file_name};
 use crate::log::batch::{self, BatchHeader, RecordIter};
 use crate::log::index::{IndexEntry, SparseIndex, check_entries};
-use crate::log::index_plan::{IndexPlanner, write_index_files};
+use crate::log::index_plan::{IndexPlanner, PlannedIndexes, write_index_files};
 use crate::log::offset_index::{OffsetEntry, OffsetIndex};
 use crate::log::time_index::{TimeEntry, TimeIndex};
 use crate::log::walk::{BatchPos, Stop, scan, walk_file};
@@ -217,16 +217,34 @@ impl LogSegment {
     /// Rebuilds the appender's state of a reopened active segment from its indexes and first batch.
     fn resume_writer(&self) -> Result<SegmentWriter> {
         let len = self.size();
-        let last_entry_position = self.offset_index.last()?.map_or(0, |e| u64::from(e.position));
+        let last_entry = self.offset_index.last()?;
         let last_time = self.time_index.last()?;
-        let planner = IndexPlanner {
-            bytes_since_entry: len - last_entry_position,
+        let mut planner = IndexPlanner {
+            bytes_since_entry: len - last_entry.map_or(0, |e| u64::from(e.position)),
             max_timestamp: last_time
                 .map(|e| (e.timestamp_ms, self.base_offset.saturating_add(u64::from(e.relative_offset)))),
             last_time_entry_ms: last_time.map_or(0, |e| e.timestamp_ms),
         };
+        // Batches after the last index entry may hold a larger timestamp than the last time entry
+        // (after a truncation, or an index rebuilt without its final entry): walk their headers,
+        // at most an index interval and a batch.
+        let start = last_entry.map_or(BatchPos { position: 0, expected: self.base_offset }, |e| BatchPos {
+            position: u64::from(e.position),
+            expected: self.base_offset.saturating_add(u64::from(e.relative_offset)),
+        });
+        self.walk(start, |_, header, _| {
+            if planner.max_timestamp.is_none_or(|(max, _)| header.max_timestamp > max) {
+                planner.max_timestamp = Some((header.max_timestamp, header.base_offset));
+            }
+            ControlFlow::<()>::Continue(())
+        })?;
         let first = if len == 0 { None } else { Some(self.header_at(0, len)?.max_timestamp) };
         Ok(SegmentWriter { planner, first_batch_timestamp: first })
+    }
+
+    /// Whether the segment was sealed (trimmed, durable, immutable).
+    pub(crate) fn is_sealed(&self) -> bool {
+        *self.seal_state.lock() == SealState::Sealed
     }
 
     pub(crate) fn base_offset(&self) -> u64 {
@@ -338,6 +356,47 @@ impl LogSegment {
         *writer = None;
         // Written by this process and trimmed just now: nothing to check at first read.
         self.indexes_checked.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Releases maps and descriptors for good unless readers still hold the `.log` after `wait`
+    /// (`false`: nothing released).
+    pub(crate) fn retire_within(&self, wait: std::time::Duration) -> bool {
+        if !self.log.retire_within(wait) {
+            return false;
+        }
+        self.offset_index.retire();
+        self.time_index.retire();
+        true
+    }
+
+    /// The index entries that stay valid when the segment is cut at `position`, where `cut` is the
+    /// offset of the batch there (for a truncation).
+    pub(crate) fn indexes_before(&self, position: u64, cut: u64) -> Result<PlannedIndexes> {
+        self.ensure_indexes_checked()?;
+        let relative_cut = cut.saturating_sub(self.base_offset);
+        let offsets = self.offset_index.all()?.into_iter().filter(|e| u64::from(e.position) < position).collect();
+        let times =
+            self.time_index.all()?.into_iter().filter(|e| u64::from(e.relative_offset) < relative_cut).collect();
+        Ok(PlannedIndexes { offsets, times, planner: IndexPlanner::default() })
+    }
+
+    /// Renames the segment's three files by appending `suffix` (e.g. `.deleted`).
+    pub(crate) fn rename_with_suffix(&self, suffix: &str) -> Result<()> {
+        let with = |p: PathBuf| {
+            let mut name = p.into_os_string();
+            name.push(suffix);
+            PathBuf::from(name)
+        };
+        let dir = self.log_path().parent().map(Path::to_path_buf).unwrap_or_default();
+        let paths = SegmentPaths::new(&dir, self.base_offset);
+        self.log.rename(&with(paths.log))?;
+        if paths.index.exists() {
+            self.offset_index.rename(&with(paths.index))?;
+        }
+        if paths.time_index.exists() {
+            self.time_index.rename(&with(paths.time_index))?;
+        }
         Ok(())
     }
 

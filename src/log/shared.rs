@@ -14,6 +14,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::config::{FlushPolicy, LogConfig};
 use crate::error::{Corruption, Error, Result};
+use crate::events::EventHandle;
 use crate::log::append::Appender;
 use crate::log::checkpoint::Checkpoint;
 use crate::log::load::RecoveryReport;
@@ -63,7 +64,25 @@ pub(crate) struct Shared {
     /// A sync round is running (by the syncer, a flush, or an appender leading one).
     syncing: AtomicBool,
     pub counters: Counters,
-    pub prealloc: Preallocator,
+    pub prealloc: Arc<Preallocator>,
+    /// The log's background event thread (none for a read-only log).
+    pub events: Option<EventHandle>,
+    /// Truncations so far (an epoch), and the offset each cut at, in order: a waiter or reader that
+    /// saw an earlier epoch and is at or past a later cut gets `Error::Truncated`.
+    truncations: AtomicU64,
+    cuts: Mutex<Vec<u64>>,
+}
+
+/// Keeps sync rounds from running while it lives ([`Shared::hold_rounds`]).
+pub(crate) struct RoundsHeld<'a> {
+    shared: &'a Shared,
+}
+
+impl Drop for RoundsHeld<'_> {
+    fn drop(&mut self) {
+        self.shared.syncing.store(false, Ordering::SeqCst);
+        self.shared.notify_progress(true);
+    }
 }
 
 /// Requests to the syncer thread.
@@ -75,7 +94,6 @@ pub(crate) struct SyncState {
     /// A segment was rolled away from: it must be sealed and the checkpoint written.
     pub roll_pending: bool,
     pub last_sync: Instant,
-    pub last_checkpoint: Instant,
 }
 
 /// What a freshly loaded directory hands to [`Shared::new`].
@@ -87,7 +105,13 @@ pub(crate) struct Initial {
 }
 
 impl Shared {
-    pub(crate) fn new(dir: PathBuf, config: LogConfig, initial: Initial, lock: Option<File>) -> Result<Shared> {
+    pub(crate) fn new(
+        dir: PathBuf,
+        config: LogConfig,
+        initial: Initial,
+        lock: Option<File>,
+        events: Option<EventHandle>,
+    ) -> Result<Shared> {
         let segments = SkipMap::new();
         let mut last = None;
         for segment in initial.segments {
@@ -100,7 +124,10 @@ impl Shared {
         let checkpoint = Checkpoint { log_start_offset: initial.log_start_offset, recovery_point: next };
         let now = Instant::now();
         Ok(Shared {
-            prealloc: Preallocator::new(&dir, &config),
+            prealloc: Arc::new(Preallocator::new(&dir, &config, events.clone())),
+            events,
+            truncations: AtomicU64::new(0),
+            cuts: Mutex::new(Vec::new()),
             dir,
             segments,
             appender: Mutex::new(Appender::new(active)),
@@ -118,13 +145,7 @@ impl Shared {
             report: initial.report,
             read_only: lock.is_none(),
             _lock: lock,
-            sync: Mutex::new(SyncState {
-                shutdown: false,
-                sync_requested: false,
-                roll_pending: false,
-                last_sync: now,
-                last_checkpoint: now,
-            }),
+            sync: Mutex::new(SyncState { shutdown: false, sync_requested: false, roll_pending: false, last_sync: now }),
             syncer_wake: Condvar::new(),
             progress: Condvar::new(),
             waiters: AtomicUsize::new(0),
@@ -269,7 +290,9 @@ impl Shared {
     /// them leads. No thread handoff when the log is quiet; one fsync per round when it is busy.
     pub(crate) fn wait_durable(&self, offset: u64, timeout: Option<Duration>) -> Result<()> {
         let started = Instant::now();
+        let epoch = self.truncations();
         loop {
+            self.check_truncated(epoch, offset)?;
             if self.durable_offset() > offset {
                 return Ok(());
             }
@@ -279,7 +302,9 @@ impl Shared {
             }
             let left = timeout.map(|t| t.saturating_sub(started.elapsed()));
             // A follower: wait for the running round to end, then check again (or lead the next).
-            self.wait_until(left, || self.durable_offset() > offset || !self.syncing.load(Ordering::SeqCst))?;
+            self.wait_until(left, || {
+                self.durable_offset() > offset || !self.syncing.load(Ordering::SeqCst) || self.truncations() != epoch
+            })?;
         }
     }
 
@@ -294,6 +319,49 @@ impl Shared {
         Some(round)
     }
 
+    /// Waits for a running sync round to end and keeps others from starting until the guard drops
+    /// (a truncation must not race a round that read the old next offset).
+    pub(crate) fn hold_rounds(&self) -> Result<RoundsHeld<'_>> {
+        loop {
+            if self.syncing.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+                return Ok(RoundsHeld { shared: self });
+            }
+            self.wait_until(None, || !self.syncing.load(Ordering::SeqCst))?;
+        }
+    }
+
+    /// Records a truncation to `cut` and wakes every waiter (those past the cut get
+    /// `Error::Truncated`).
+    pub(crate) fn note_truncation(&self, cut: u64) {
+        let mut cuts = self.cuts.lock();
+        cuts.push(cut);
+        self.truncations.store(cuts.len() as u64, Ordering::SeqCst);
+        drop(cuts);
+        Counters::add(&self.counters.truncations, 1);
+        self.notify_progress(true);
+    }
+
+    /// Truncations so far (an epoch for readers and waiters).
+    pub(crate) fn truncations(&self) -> u64 {
+        self.truncations.load(Ordering::SeqCst)
+    }
+
+    /// The lowest offset a truncation cut at since epoch `since`, if there was one.
+    pub(crate) fn lowest_cut_since(&self, since: u64) -> Option<u64> {
+        if self.truncations() == since {
+            return None;
+        }
+        self.cuts.lock().iter().skip(since as usize).copied().min()
+    }
+
+    /// `Error::Truncated` if a truncation since epoch `since` removed `offset`.
+    pub(crate) fn check_truncated(&self, since: u64, offset: u64) -> Result<()> {
+        match self.lowest_cut_since(since) {
+            Some(cut) if offset >= cut => Err(Error::Truncated { next_offset: self.next_offset() }),
+            _ => Ok(()),
+        }
+    }
+
     /// Runs a sync round, waiting for a running one to end first (the syncer, close).
     pub(crate) fn run_round(&self) -> Result<bool> {
         loop {
@@ -305,6 +373,8 @@ impl Shared {
     }
 
     /// Waits until `offset` is visible to readers.
+    /// A truncation that removes `offset` before it becomes visible fails the wait with
+    /// `Error::Truncated` (a tailing reader must learn its position now holds other records).
     pub(crate) fn wait_visible(&self, offset: u64, timeout: Option<Duration>) -> Result<()> {
         if self.visible_end() > offset {
             return Ok(());
@@ -312,7 +382,17 @@ impl Shared {
         if self.config.flush_policy == FlushPolicy::Always && self.next_offset() > offset {
             return self.wait_durable(offset, timeout);
         }
-        self.wait_until(timeout, || self.visible_end() > offset)
+        let started = Instant::now();
+        let epoch = self.truncations();
+        loop {
+            let seen = self.truncations();
+            let left = timeout.map(|t| t.saturating_sub(started.elapsed()));
+            self.wait_until(left, || self.visible_end() > offset || self.truncations() != seen)?;
+            self.check_truncated(epoch, offset)?;
+            if self.visible_end() > offset {
+                return Ok(());
+            }
+        }
     }
 
     /// One sync round (group commit): seals every segment rolled away from, fdatasyncs every segment
@@ -373,13 +453,19 @@ impl Shared {
 
     /// Writes the checkpoint with the durable offset as recovery point (never moving it back).
     pub(crate) fn write_checkpoint(&self) -> Result<()> {
+        self.write_checkpoint_capped(u64::MAX)
+    }
+
+    /// Writes the checkpoint with the recovery point at most `cap`: a truncation lowers it to the
+    /// cut before it changes any file, so no crash can claim the removed records durable.
+    pub(crate) fn write_checkpoint_capped(&self, cap: u64) -> Result<()> {
         let mut checkpoint = self.checkpoint.lock();
         if self.is_poisoned() {
             return Err(Error::Poisoned);
         }
         let next = Checkpoint {
             log_start_offset: self.start_offset(),
-            recovery_point: checkpoint.recovery_point.max(self.durable_offset()),
+            recovery_point: checkpoint.recovery_point.max(self.durable_offset()).min(cap),
         };
         if next == *checkpoint {
             return Ok(());
@@ -404,7 +490,9 @@ impl Shared {
             let segment = entry.value();
             match segment.locate(offset)? {
                 Located::At(at) => return Ok(Some((Arc::clone(segment), at))),
-                Located::Retired => continue,
+                // Deleted by retention, or being replaced by a truncation (which holds the append
+                // lock until the map holds the new segment): wait for it, then look again.
+                Located::Retired => drop(self.appender.lock()),
                 Located::End(end) if end.expected >= upper => return Ok(None),
                 Located::End(end) => {
                     let reason = Corruption::DataEndsEarly { end: end.expected, upper };
@@ -437,6 +525,8 @@ impl Shared {
             rolls: load(&c.rolls),
             preallocated_rolls: load(&c.preallocated_rolls),
             checkpoints: load(&c.checkpoints),
+            retention_deletions: load(&c.segments_deleted),
+            truncations: load(&c.truncations),
             recovery: self.report.clone(),
         }
     }

@@ -33,41 +33,36 @@ pub(crate) fn run(shared: &Shared) {
                 }
             }
         }
-        if checkpoint {
-            if let Err(error) = shared.write_checkpoint() {
-                tracing::error!(%error, "checkpoint failed");
-                wait_for_shutdown(shared);
-                return;
-            }
-            shared.sync.lock().last_checkpoint = Instant::now();
+        if checkpoint && let Err(error) = shared.write_checkpoint() {
+            tracing::error!(%error, "checkpoint failed");
+            wait_for_shutdown(shared);
+            return;
         }
     }
 }
 
-/// Waits until there is something to do; `None` at shutdown.
+/// Waits until there is something to do; `None` at shutdown. (The periodic checkpoint is an event
+/// on the log's event thread; the syncer writes one after each roll it seals.)
 fn next_work(shared: &Shared) -> Option<Work> {
-    let checkpoint_every = Duration::from_millis(shared.config.checkpoint_interval_ms);
     let mut state = shared.sync.lock();
     loop {
         if state.shutdown {
             return None;
         }
         let now = Instant::now();
-        let sync = sync_due(shared, &state, now);
-        let checkpoint = now.duration_since(state.last_checkpoint) >= checkpoint_every;
-        if sync || checkpoint {
+        if sync_due(shared, &state, now) {
             state.sync_requested = false;
             state.roll_pending = false;
-            if sync {
-                state.last_sync = now;
+            state.last_sync = now;
+            return Some(Work { sync: true, checkpoint: false });
+        }
+        match shared.config.flush_policy {
+            FlushPolicy::EveryInterval { ms, .. } => {
+                let until = state.last_sync + Duration::from_millis(ms);
+                shared.syncer_wake.wait_until(&mut state, until);
             }
-            return Some(Work { sync, checkpoint });
+            _ => shared.syncer_wake.wait(&mut state),
         }
-        let mut until = state.last_checkpoint + checkpoint_every;
-        if let FlushPolicy::EveryInterval { ms, .. } = shared.config.flush_policy {
-            until = until.min(state.last_sync + Duration::from_millis(ms));
-        }
-        shared.syncer_wake.wait_until(&mut state, until);
     }
 }
 

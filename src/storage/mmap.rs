@@ -272,6 +272,26 @@ impl MappedFile {
         self.len.store(len, Ordering::Release);
     }
 
+    /// [`MappedFile::retire`], giving up (returning `false`, nothing changed) if readers still hold
+    /// slices after `wait`.
+    pub(crate) fn retire_within(&self, wait: std::time::Duration) -> bool {
+        match self.state.try_write_for(wait) {
+            Some(mut state) => {
+                *state = State::Retired;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Renames the file; later lazy maps open it under the new name.
+    pub(crate) fn rename(&self, to: &Path) -> Result<()> {
+        let mut path = self.path.lock();
+        std::fs::rename(&*path, to).map_err(Error::io("rename", &*path))?;
+        *path = to.to_path_buf();
+        Ok(())
+    }
+
     /// Releases the map and descriptor for good, waiting for current readers.
     pub(crate) fn retire(&self) {
         *self.state.write() = State::Retired;

@@ -41,6 +41,16 @@ pub(crate) fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<(
     sync_dir(dir)
 }
 
+/// Suffix removal on an unmapped file (DESIGN.md §9): cuts it at `len`, preallocates it back to
+/// `preallocated` (the new blocks read as zeros, so nothing past the cut can come back, whatever a
+/// later crash leaves) and fsyncs. Metadata only: the cost does not depend on the bytes removed.
+pub(crate) fn cut_file(path: &Path, len: u64, preallocated: u64) -> Result<()> {
+    let file = OpenOptions::new().write(true).open(path).map_err(Error::io("open", path))?;
+    file.set_len(len).map_err(Error::io("truncate", path))?;
+    fs2::FileExt::allocate(&file, preallocated).map_err(Error::io("fallocate", path))?;
+    file.sync_all().map_err(Error::io("fsync", path))
+}
+
 /// Deletes a file; a file that is already gone is not an error. Returns whether it existed.
 pub(crate) fn remove_if_exists(path: &Path) -> Result<bool> {
     match fs::remove_file(path) {

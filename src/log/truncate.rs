@@ -1,0 +1,134 @@
+//! Removing a suffix (`truncate_to`) or everything (`reset_at`), DESIGN.md §9. Both run under the
+//! append lock with sync rounds held off, lower the recovery point in the checkpoint before any file
+//! changes, and leave nothing a later crash could bring back: later segments are renamed `.deleted`
+//! (directory fsynced) and the cut segment is cut and re-preallocated, so its stale bytes become
+//! unwritten blocks that read as zeros.
+
+use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::failpoint::crash_point;
+use crate::log::index_plan::{PlannedIndexes, write_index_files};
+use crate::log::segment::{Located, LogSegment, SegmentPaths};
+use crate::log::shared::Shared;
+use crate::storage;
+
+/// The offsets a truncation moves, to restore when it gives up.
+struct Offsets {
+    next: u64,
+    durable: u64,
+    visible: u64,
+}
+
+impl Shared {
+    /// Removes every record at or after `offset` (the whole batch holding it, if it is inside one)
+    /// and returns the new next offset.
+    pub(crate) fn truncate_to(&self, offset: u64) -> Result<u64> {
+        let mut app = self.appender.lock();
+        self.check_writable()?;
+        if offset >= self.next_offset() {
+            return Ok(self.next_offset());
+        }
+        let out_of_range =
+            || Error::OffsetOutOfRange { requested: offset, start: self.start_offset(), next: self.next_offset() };
+        if offset < self.start_offset() {
+            return Err(out_of_range());
+        }
+        // Everything stored becomes durable first (and every rolled segment sealed), so the durable
+        // offset can honestly become the cut; then no round may run until offsets and files agree.
+        self.run_round()?;
+        let rounds = self.hold_rounds()?;
+        debug_assert!(self.rolled.lock().is_empty(), "a round seals every rolled segment");
+        let segment = self.segments.upper_bound(Bound::Included(&offset)).map(|e| Arc::clone(e.value()));
+        let segment = segment.ok_or_else(out_of_range)?;
+        let at = match segment.locate(offset)? {
+            Located::At(at) | Located::End(at) => at,
+            Located::Retired => return Err(out_of_range()),
+        };
+        let cut = at.expected;
+        let kept = segment.indexes_before(at.position, cut)?;
+        let saved = self.move_offsets(cut);
+        // Readers of the cut segment finish before any byte of it changes; later segments only
+        // change names, so their readers carry on.
+        let waited = Instant::now();
+        if !segment.retire_within(Duration::from_millis(self.config.truncate_wait_ms)) {
+            self.restore_offsets(&saved);
+            tracing::warn!(dir = %self.dir.display(), offset, waited = ?waited.elapsed(), "truncation gave up: readers busy");
+            return Err(Error::Busy { waited: waited.elapsed() });
+        }
+        let active = self.cut_suffix(&segment, at.position, cut, &kept).map_err(|e| self.poison(e))?;
+        app.active = active;
+        drop(rounds);
+        self.note_truncation(cut);
+        tracing::info!(dir = %self.dir.display(), requested = offset, next = cut, "log truncated");
+        Ok(cut)
+    }
+
+    /// Steps 4–6 of §9 once the cut segment is retired: the checkpoint, later segments renamed
+    /// `.deleted`, the cut segment cut and reopened as the active segment.
+    fn cut_suffix(
+        &self,
+        segment: &LogSegment,
+        position: u64,
+        cut: u64,
+        kept: &PlannedIndexes,
+    ) -> Result<Arc<LogSegment>> {
+        self.write_checkpoint_capped(cut)?;
+        crash_point!("truncate_after_checkpoint");
+        let base = segment.base_offset();
+        let later: Vec<Arc<LogSegment>> = self.segments.range(base + 1..).map(|e| Arc::clone(e.value())).collect();
+        self.remove_whole(later)?;
+        crash_point!("truncate_after_rename");
+        let path = SegmentPaths::new(&self.dir, base).log;
+        storage::cut_file(&path, position, self.config.segment_bytes.max(position))?;
+        crash_point!("truncate_after_cut");
+        write_index_files(&self.dir, base, kept)?;
+        let active = Arc::new(LogSegment::open_active(&self.dir, base, position, cut, &self.config)?);
+        self.segments.insert(base, Arc::clone(&active));
+        Ok(active)
+    }
+
+    /// Drops every record and restarts the log empty at `offset` (any offset, past the end too).
+    /// No byte of an existing file changes (they are only renamed), so readers carry on.
+    pub(crate) fn reset_at(&self, offset: u64) -> Result<()> {
+        let mut app = self.appender.lock();
+        self.check_writable()?;
+        let rounds = self.hold_rounds()?;
+        let result = (|| {
+            self.move_offsets(offset);
+            self.start_offset.store(offset, Ordering::SeqCst);
+            self.write_checkpoint_capped(offset)?;
+            crash_point!("reset_after_checkpoint");
+            let all: Vec<Arc<LogSegment>> = self.segments.iter().map(|e| Arc::clone(e.value())).collect();
+            // The new segment may take the name of an old one: rename the old ones first.
+            self.remove_whole(all)?;
+            let active = Arc::new(LogSegment::create(&self.dir, offset, &self.config, 0)?);
+            storage::sync_dir(&self.dir)?;
+            self.segments.insert(offset, Arc::clone(&active));
+            Ok::<_, Error>(active)
+        })();
+        app.active = result.map_err(|e| self.poison(e))?;
+        drop(rounds);
+        self.note_truncation(offset);
+        tracing::info!(dir = %self.dir.display(), offset, "log reset");
+        Ok(())
+    }
+
+    /// Sets next, durable and visible to `to`, returning what they were.
+    fn move_offsets(&self, to: u64) -> Offsets {
+        Offsets {
+            next: self.next_offset.swap(to, Ordering::SeqCst),
+            durable: self.durable_offset.swap(to, Ordering::SeqCst),
+            visible: self.visible_end.swap(to, Ordering::SeqCst),
+        }
+    }
+
+    fn restore_offsets(&self, saved: &Offsets) {
+        self.next_offset.store(saved.next, Ordering::SeqCst);
+        self.durable_offset.store(saved.durable, Ordering::SeqCst);
+        self.visible_end.store(saved.visible, Ordering::SeqCst);
+    }
+}
