@@ -20,6 +20,8 @@
 //!   `mid_delete` (after each file a swap replaces is deleted), `after_truncate` (torn segment cut,
 //!   later segments not yet deleted), `after_index_rebuild` (after each rebuilt index pair).
 //!
+//! Pause point: `read_holding_segment` (a reader copying batches, inside its read guard).
+//!
 //! Error points: `create_segment` (a roll, before any byte of the batch is stored),
 //! `append_after_data` (after a batch's bytes are stored), `fdatasync`,
 //! `fsync_directory`, `write_checkpoint`.

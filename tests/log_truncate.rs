@@ -7,6 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{Owned, copy_dir, file_names, read_all, small_config, value_of};
+use rand::RngExt;
 use strata_log::{Error, Log, LogConfig, Record};
 
 fn append_values(log: &Log, from: u64, to: u64) {
@@ -247,4 +248,65 @@ fn a_reader_past_the_cut_gets_truncated_and_never_new_records() {
     }
     assert!(told, "the reader ended without being told (last {last})");
     assert!(last < 100, "records past the cut were returned: {last}");
+}
+
+/// Readers racing repeated truncations: every record returned is a whole record at its own offset,
+/// written before the reader started (never one appended after a truncation the reader did not
+/// see), and the only errors are `Truncated` and `OffsetOutOfRange`.
+#[test]
+fn readers_racing_truncations_never_see_changed_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogConfig { file_delete_delay_ms: 0, ..small_config() }).unwrap();
+    let generation_value = |generation: u64, offset: u64| format!("{generation}:{offset}:{}", "x".repeat(40));
+    for offset in 0..300 {
+        log.append(&[Record::new(generation_value(0, offset).as_bytes())]).unwrap();
+    }
+    let mut rng = common::rng("readers_racing_truncations_never_see_changed_bytes");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let (mut records, mut told) = (0u64, 0u64);
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let Ok(reader) = log.read(0, 1 << 13) else { continue };
+                        let seen_truncations = log.metrics().truncations;
+                        for record in reader {
+                            match record {
+                                Ok(record) => {
+                                    let value = String::from_utf8(record.value().unwrap().to_vec()).unwrap();
+                                    let mut parts = value.split(':');
+                                    let generation: u64 = parts.next().unwrap().parse().unwrap();
+                                    let offset: u64 = parts.next().unwrap().parse().unwrap();
+                                    assert_eq!(offset, record.offset());
+                                    assert!(generation <= seen_truncations, "a record from a later truncation");
+                                    records += 1;
+                                }
+                                Err(Error::Truncated { .. }) => {
+                                    told += 1;
+                                    break;
+                                }
+                                Err(Error::OffsetOutOfRange { .. }) => break,
+                                Err(e) => panic!("{e}"),
+                            }
+                        }
+                    }
+                    (records, told)
+                })
+            })
+            .collect();
+        for generation in 1..=40u64 {
+            let cut = rng.random_range(0..log.next_offset());
+            let next = log.truncate_to(cut).unwrap();
+            for offset in next..300 {
+                log.append(&[Record::new(generation_value(generation, offset).as_bytes())]).unwrap();
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for reader in readers {
+            let (records, told) = reader.join().unwrap();
+            assert!(records > 0);
+            eprintln!("reader: {records} records, told of a truncation {told} times");
+        }
+    });
 }

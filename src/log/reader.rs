@@ -203,9 +203,12 @@ impl<'a> LogReader<'a> {
             }
             let (segment, at) = match self.resume.take() {
                 Some(resume) => resume,
-                None => match self.log.locate(self.cursor, self.upper)? {
-                    Some(found) => found,
-                    None => return Ok(false),
+                None => match self.log.locate(self.cursor, self.upper, self.epoch) {
+                    Ok(Some(found)) => found,
+                    Ok(None) => return Ok(false),
+                    // Catch up with the truncation at the top of the loop.
+                    Err(Error::Truncated { .. }) => continue,
+                    Err(e) => return Err(e),
                 },
             };
             // Reuse the chunk buffer unless a returned RecordView still holds it.

@@ -29,6 +29,8 @@ impl Shared {
         // The checkpoint first: from here on no crash brings the records below `start` back.
         self.start_offset.store(start, Ordering::SeqCst);
         self.write_checkpoint()?;
+        // Segments rolled away from but not yet sealed by the syncer are sealed now, so they can go.
+        self.seal_rolled()?;
         let active = app.active.base_offset();
         let doomed: Vec<Arc<LogSegment>> = self
             .segments
@@ -48,6 +50,7 @@ impl Shared {
     pub(crate) fn enforce_retention(&self) -> Result<u64> {
         let sealed: Vec<Arc<LogSegment>> = {
             let app = self.appender.lock();
+            self.seal_rolled()?;
             let active = app.active.base_offset();
             self.segments
                 .iter()

@@ -518,7 +518,12 @@ impl LogSegment {
             Stop::Invalid(_) if taken > 0 => false,
             Stop::Invalid(reason) => return Err(self.corrupt(end.at.position, reason)),
         };
-        let copied = self.log.read_with(start.position, taken as usize, |bytes| out.extend_from_slice(bytes))?;
+        let copied = self.log.read_with(start.position, taken as usize, |bytes| {
+            // Tests hold a reader inside its guard here (a truncation must wait for it).
+            #[cfg(feature = "failpoints")]
+            fail::fail_point!("read_holding_segment");
+            out.extend_from_slice(bytes)
+        })?;
         Ok(copied.map(|()| CopyEnd { next: end.at, bytes: taken, end_of_data }))
     }
 

@@ -418,7 +418,7 @@ impl Shared {
     }
 
     /// Seals every segment rolled away from so far, oldest first. Returns whether there was any.
-    fn seal_rolled(&self) -> Result<bool> {
+    pub(crate) fn seal_rolled(&self) -> Result<bool> {
         let _sealing = self.seal_lock.lock();
         let mut any = false;
         loop {
@@ -479,7 +479,9 @@ impl Shared {
     /// The segment and batch where a read of `offset` starts, below `upper`. The segment holding
     /// `offset` must have a batch at or after it: if its data ends first, records below `upper` are
     /// missing and that is `Error::Corrupt`, never a silent skip to the next segment.
-    pub(crate) fn locate(&self, offset: u64, upper: u64) -> Result<Option<(Arc<LogSegment>, BatchPos)>> {
+    /// `epoch` is the caller's truncation count: data ending early because a truncation cut it is
+    /// `Error::Truncated`, not damage.
+    pub(crate) fn locate(&self, offset: u64, upper: u64, epoch: u64) -> Result<Option<(Arc<LogSegment>, BatchPos)>> {
         // A segment deleted under us by retention is retried once the map no longer holds it.
         for _ in 0..16 {
             let start = self.start_offset();
@@ -495,6 +497,11 @@ impl Shared {
                 Located::Retired => drop(self.appender.lock()),
                 Located::End(end) if end.expected >= upper => return Ok(None),
                 Located::End(end) => {
+                    // A truncation may be under way (it holds the append lock until it is noted).
+                    drop(self.appender.lock());
+                    if self.truncations() != epoch {
+                        return Err(Error::Truncated { next_offset: self.next_offset() });
+                    }
                     let reason = Corruption::DataEndsEarly { end: end.expected, upper };
                     return Err(segment.corrupt(end.position, reason));
                 }

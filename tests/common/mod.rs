@@ -155,7 +155,14 @@ pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for name in file_names(from) {
         if name != ".lock" {
-            std::fs::copy(from.join(&name), to.join(&name)).unwrap();
+            // A live log may remove a file between the listing and the copy (a temporary file, a
+            // deleted segment): the copy then is what a crash a moment later would leave.
+            match std::fs::copy(from.join(&name), to.join(&name)) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                other => {
+                    other.unwrap();
+                }
+            }
         }
     }
 }

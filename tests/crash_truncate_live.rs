@@ -1,0 +1,180 @@
+//! Crash test: a live `truncate_to` (or `reset_at`), then records of exactly the same size appended
+//! over the removed ones, then a kill. The stale batches would line up exactly after the new ones
+//! (same sizes, consecutive offsets, valid CRCs), so a truncation that only moved offsets would let
+//! recovery bring them back. None may come back. With the `failpoints` feature the child is also
+//! killed at each named step of the truncation and the reset: the log then reopens as it was before
+//! or as it is after, never a mix, with nothing below the cut lost.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::{file_names, read_all};
+use strata_log::{FlushPolicy, Log, LogConfig, Record};
+
+const OLD: u64 = 400;
+const CHILD_DIR: &str = "STRATA_CHILD_DIR";
+const CHILD_OP: &str = "STRATA_CHILD_OP";
+
+fn config() -> LogConfig {
+    LogConfig { segment_bytes: 4096, index_interval_bytes: 256, file_delete_delay_ms: 0, ..LogConfig::default() }
+}
+
+/// Old and new values have the same length, so their batches have the same size.
+fn old(offset: u64) -> Vec<u8> {
+    format!("old-{offset:06}").into_bytes()
+}
+
+fn new(offset: u64) -> Vec<u8> {
+    format!("new-{offset:06}").into_bytes()
+}
+
+/// A log of `OLD` records, each its own batch, closed cleanly.
+fn old_log(dir: &Path) {
+    let log = Log::open(dir, config()).unwrap();
+    for offset in 0..OLD {
+        log.append(&[Record::new(&old(offset))]).unwrap();
+    }
+    log.close().unwrap();
+}
+
+/// The child: runs `STRATA_CHILD_OP` (`truncate:<offset>:<appends>` or `reset:<offset>:<appends>`)
+/// on the log in `STRATA_CHILD_DIR`, appends the new records without any fsync, reports "done" and
+/// waits to be killed. Only runs when the parent starts it.
+#[test]
+#[ignore = "the child process of the tests below"]
+fn child_process() {
+    let (Ok(dir), Ok(op)) = (std::env::var(CHILD_DIR), std::env::var(CHILD_OP)) else { return };
+    #[cfg(feature = "failpoints")]
+    let _scenario = fail::FailScenario::setup();
+    let log = Log::open(&dir, LogConfig { flush_policy: FlushPolicy::Never, ..config() }).unwrap();
+    let parts: Vec<&str> = op.split(':').collect();
+    let (at, appends): (u64, u64) = (parts[1].parse().unwrap(), parts[2].parse().unwrap());
+    let next = match parts[0] {
+        "truncate" => log.truncate_to(at).unwrap(),
+        "reset" => {
+            log.reset_at(at).unwrap();
+            at
+        }
+        other => panic!("unknown op {other}"),
+    };
+    for offset in next..next + appends {
+        log.append(&[Record::new(&new(offset))]).unwrap();
+    }
+    println!("done {next}");
+    std::thread::sleep(std::time::Duration::from_secs(60));
+}
+
+/// Runs the child on `dir`; returns its exit code (None when killed by us) and the next offset it
+/// reported after its operation.
+fn run_child(dir: &Path, op: &str, failpoints: Option<&str>) -> (Option<i32>, Option<u64>) {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
+        .args(["--exact", "child_process", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(CHILD_DIR, dir)
+        .env(CHILD_OP, op)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    match failpoints {
+        Some(spec) => command.env("FAILPOINTS", spec),
+        None => command.env_remove("FAILPOINTS"),
+    };
+    let mut child = command.spawn().unwrap();
+    let mut reported = None;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines().map_while(Result::ok) {
+        // The harness prints "test child_process ... " without a newline before the child's line.
+        if let Some((_, next)) = line.split_once("done ") {
+            reported = Some(next.trim().parse().unwrap());
+            child.kill().unwrap();
+            break;
+        }
+    }
+    let status = child.wait().unwrap();
+    (if reported.is_some() { None } else { status.code() }, reported)
+}
+
+/// Every record in the reopened log is its offset's old value below `cut` and new value from it
+/// on, with `next` as the log's end; nothing temporary is left.
+fn check(dir: &Path, start: u64, cut: u64, next: u64) {
+    let log = Log::open(dir, config()).unwrap();
+    assert_eq!((log.start_offset(), log.next_offset()), (start, next));
+    let records = read_all(&log, start, 1 << 16);
+    assert_eq!(records.len() as u64, next - start);
+    for (i, (offset, record)) in records.iter().enumerate() {
+        assert_eq!(*offset, start + i as u64);
+        let expected = if *offset < cut { old(*offset) } else { new(*offset) };
+        assert_eq!(record.value.as_deref(), Some(&expected[..]), "offset {offset}");
+    }
+    common::check_lookups(&log);
+    for name in file_names(dir) {
+        assert!(!name.ends_with(".deleted") && !name.ends_with(".tmp"), "left over: {name}");
+    }
+}
+
+#[test]
+fn records_removed_by_a_live_truncation_never_come_back() {
+    // Cuts inside the active segment, inside a sealed one, at a segment boundary, at zero.
+    for cut in [OLD - 7, 150, 0] {
+        let dir = tempfile::tempdir().unwrap();
+        old_log(dir.path());
+        let appends = (OLD - cut) / 2;
+        let (_, next) = run_child(dir.path(), &format!("truncate:{cut}:{appends}"), None);
+        assert_eq!(next, Some(cut));
+        check(dir.path(), 0, cut, cut + appends);
+    }
+}
+
+#[test]
+fn records_removed_by_a_reset_never_come_back() {
+    for at in [0, 200, OLD + 1000] {
+        let dir = tempfile::tempdir().unwrap();
+        old_log(dir.path());
+        let (_, next) = run_child(dir.path(), &format!("reset:{at}:50"), None);
+        assert_eq!(next, Some(at));
+        check(dir.path(), at, 0, at + 50);
+    }
+}
+
+/// The child dies at each step of a truncation: the log reopens whole or truncated.
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_crash_at_each_step_of_a_truncation_leaves_the_old_or_the_new_log() {
+    use strata_log::failpoint::CRASH_EXIT_CODE;
+    let cut = 150;
+    for point in ["truncate_after_checkpoint", "truncate_after_rename", "truncate_after_cut"] {
+        let dir = tempfile::tempdir().unwrap();
+        old_log(dir.path());
+        let (code, _) = run_child(dir.path(), &format!("truncate:{cut}:10"), Some(&format!("{point}=return")));
+        assert_eq!(code, Some(CRASH_EXIT_CODE), "{point} was reached");
+        let log = Log::open(dir.path(), config()).unwrap();
+        let next = log.next_offset();
+        drop(log);
+        // Not truncated yet (the old log, or a prefix of it still holding every record below the
+        // cut), or truncated.
+        assert!(next >= cut, "{point}: records below the cut were lost ({next})");
+        check(dir.path(), 0, OLD, next);
+    }
+}
+
+/// The child dies right after a reset wrote its checkpoint: the log reopens empty at the new offset
+/// (past the old end) or unchanged (below it, where the old records are still valid).
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_crash_after_the_reset_checkpoint_opens_cleanly() {
+    use strata_log::failpoint::CRASH_EXIT_CODE;
+    for at in [OLD + 1000, 100] {
+        let dir = tempfile::tempdir().unwrap();
+        old_log(dir.path());
+        let (code, _) = run_child(dir.path(), &format!("reset:{at}:10"), Some("reset_after_checkpoint=return"));
+        assert_eq!(code, Some(CRASH_EXIT_CODE));
+        let log = Log::open(dir.path(), config()).unwrap();
+        let (start, next) = (log.start_offset(), log.next_offset());
+        drop(log);
+        assert_eq!(start, at, "the new start offset was durable before any file changed");
+        check(dir.path(), start, OLD, next);
+        assert_eq!(next, at.max(OLD));
+    }
+}
