@@ -67,6 +67,33 @@ pub struct LogConfig {
     /// How long a truncation waits for readers of the segment it cuts before giving up with
     /// `Error::Busy`. Default 10 s.
     pub truncate_wait_ms: u64,
+    /// `Delete` (the default: only retention removes records) or `Compact` (a cleaner thread also
+    /// keeps just the latest record per key in sealed segments, DESIGN.md §10). Retention applies
+    /// under both when set.
+    pub cleanup_policy: CleanupPolicy,
+    /// How long a tombstone (a key with no value) survives compaction, counted from its timestamp,
+    /// so consumers have time to see the delete. Default 24 hours.
+    pub delete_retention_ms: u64,
+    /// Memory the cleaner's key → latest-offset map may use; a pass cleans as many dirty segments
+    /// as the map covers. Default 128 MiB, at least 64 KiB.
+    pub cleaner_dedupe_bytes: u64,
+    /// The cleaner starts a pass once the dirty part (after the last cleaned offset) is at least
+    /// this share of the sealed segments' bytes, in percent. Default 50.
+    pub min_cleanable_dirty_percent: u8,
+    /// How often the cleaner thread looks for work. Default 15 s.
+    pub cleaner_backoff_ms: u64,
+    /// The cleaner reads and writes at most this many bytes per second. Default `None` (unthrottled).
+    pub cleaner_io_bytes_per_sec: Option<u64>,
+}
+
+/// What removes records besides explicit calls (DESIGN.md §9, §10).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CleanupPolicy {
+    /// Records leave only by retention, `delete_records_before` or truncation.
+    #[default]
+    Delete,
+    /// A background cleaner also compacts sealed segments to the latest record per key.
+    Compact,
 }
 
 /// When appended records are made durable (DESIGN.md §8).
@@ -127,6 +154,12 @@ impl Default for LogConfig {
             retention_check_ms: 5 * 60 * 1000,
             file_delete_delay_ms: 60_000,
             truncate_wait_ms: 10_000,
+            cleanup_policy: CleanupPolicy::Delete,
+            delete_retention_ms: DAY_MS,
+            cleaner_dedupe_bytes: 128 * MIB,
+            min_cleanable_dirty_percent: 50,
+            cleaner_backoff_ms: 15_000,
+            cleaner_io_bytes_per_sec: None,
         }
     }
 }
@@ -152,6 +185,13 @@ impl LogConfig {
         check("retention_check_ms", self.retention_check_ms, 1, 365 * DAY_MS)?;
         check("file_delete_delay_ms", self.file_delete_delay_ms, 0, 365 * DAY_MS)?;
         check("truncate_wait_ms", self.truncate_wait_ms, 0, 365 * DAY_MS)?;
+        check("delete_retention_ms", self.delete_retention_ms, 0, i64::MAX as u64)?;
+        check("cleaner_dedupe_bytes", self.cleaner_dedupe_bytes, 64 * KIB, 1 << 40)?;
+        check("min_cleanable_dirty_percent", u64::from(self.min_cleanable_dirty_percent), 0, 100)?;
+        check("cleaner_backoff_ms", self.cleaner_backoff_ms, 1, 365 * DAY_MS)?;
+        if let Some(rate) = self.cleaner_io_bytes_per_sec {
+            check("cleaner_io_bytes_per_sec", rate, 1, u64::MAX)?;
+        }
         if let FlushPolicy::EveryInterval { ms, messages } = self.flush_policy {
             check("flush_policy.ms", ms, 1, u64::MAX)?;
             check("flush_policy.messages", messages, 1, u64::MAX)?;

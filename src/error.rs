@@ -139,6 +139,10 @@ pub enum Error {
     /// The log was opened read-only.
     #[error("the log is open read-only")]
     ReadOnly,
+    /// A background operation (a compaction pass) stopped before changing anything: the log is
+    /// closing, or a truncation or retention changed the segments it was rewriting.
+    #[error("cancelled: {0}")]
+    Cancelled(&'static str),
 }
 
 /// Why a batch, record, index or checkpoint failed validation.

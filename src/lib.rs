@@ -16,11 +16,11 @@ mod storage;
 pub mod tools;
 
 pub use clock::{Clock, ManualClock};
-pub use config::{FlushPolicy, LogConfig, RecoveryMode};
+pub use config::{CleanupPolicy, FlushPolicy, LogConfig, RecoveryMode};
 pub use error::{Corruption, Error, Result};
 pub use events::{EventHandle, EventManager, EventMetrics};
 pub use log::{
-    AppendInfo, BatchHeader, Checkpoint, CleanShutdown, Header, LatencySummary, Log, LogMetrics, LogReader,
-    OffsetEntry, Record, RecordView, RecoveryReport, TimeEntry, encode_batch,
+    AppendInfo, BatchHeader, Checkpoint, CleanShutdown, CompactionReport, Header, LatencySummary, Log, LogMetrics,
+    LogReader, OffsetEntry, Record, RecordView, RecoveryReport, TimeEntry, encode_batch,
 };
 pub use producer::{BufferPool, BufferPoolMetrics, PooledBuffer, Producer, ProducerConfig, SendHandle};

@@ -326,6 +326,12 @@ impl<'a> RecordIter<'a> {
         }
     }
 
+    /// Where the next record starts in the batch (after the last, the batch's end): the cleaner
+    /// copies a kept record's bytes verbatim from here.
+    pub(crate) fn position(&self) -> usize {
+        self.position
+    }
+
     #[inline]
     fn decode_one(&mut self) -> Result<RawRecord, Corruption> {
         let index = self.index;

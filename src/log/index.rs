@@ -123,6 +123,11 @@ impl<E: IndexEntry> SparseIndex<E> {
         self.file.replace_sealed(len);
     }
 
+    /// The file's current path (it changes when the segment is renamed `.deleted`).
+    pub(crate) fn path(&self) -> std::path::PathBuf {
+        self.file.path()
+    }
+
     pub(crate) fn rename(&self, to: &Path) -> Result<()> {
         self.file.rename(to)
     }

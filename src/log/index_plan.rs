@@ -78,10 +78,21 @@ impl PlannedIndexes {
 
 /// Writes planned index files atomically; returns their lengths.
 pub(crate) fn write_index_files(dir: &Path, base_offset: u64, plan: &PlannedIndexes) -> Result<(u64, u64)> {
+    write_index_files_as(dir, base_offset, plan, "")
+}
+
+/// [`write_index_files`] under the segment's names plus `suffix` (the cleaner's `.cleaned`).
+pub(crate) fn write_index_files_as(
+    dir: &Path,
+    base_offset: u64,
+    plan: &PlannedIndexes,
+    suffix: &str,
+) -> Result<(u64, u64)> {
     let index_bytes = encode_entries(&plan.offsets);
     let time_bytes = encode_entries(&plan.times);
-    storage::write_atomically(dir, &file_name(base_offset, INDEX_SUFFIX), &index_bytes)?;
-    storage::write_atomically(dir, &file_name(base_offset, TIME_INDEX_SUFFIX), &time_bytes)?;
+    let name = |kind| format!("{}{suffix}", file_name(base_offset, kind));
+    storage::write_atomically(dir, &name(INDEX_SUFFIX), &index_bytes)?;
+    storage::write_atomically(dir, &name(TIME_INDEX_SUFFIX), &time_bytes)?;
     Ok((index_bytes.len() as u64, time_bytes.len() as u64))
 }
 

@@ -89,6 +89,10 @@ pub(crate) struct Counters {
     pub preallocated_rolls: AtomicU64,
     pub checkpoints: AtomicU64,
     pub segments_deleted: AtomicU64,
+    pub compaction_passes: AtomicU64,
+    pub compaction_bytes_before: AtomicU64,
+    pub compaction_bytes_after: AtomicU64,
+    pub compaction_records_removed: AtomicU64,
     pub truncations: AtomicU64,
 }
 
@@ -138,6 +142,16 @@ pub struct LogMetrics {
     pub retention_deletions: u64,
     /// Suffix removals (`truncate_to`, `reset_at`).
     pub truncations: u64,
+    /// Compaction passes completed.
+    pub compaction_passes: u64,
+    /// Bytes of the segments compaction rewrote, and what they became.
+    pub compaction_bytes_before: u64,
+    /// Bytes compaction wrote.
+    pub compaction_bytes_after: u64,
+    /// `compaction_bytes_after / compaction_bytes_before` (1.0 before any pass): lower is better.
+    pub compaction_ratio: f64,
+    /// Records compaction removed (superseded, or expired tombstones).
+    pub records_compacted_away: u64,
     /// What opening the log did.
     pub recovery: crate::log::RecoveryReport,
 }

@@ -4,6 +4,7 @@
 mod append;
 pub(crate) mod batch;
 mod checkpoint;
+mod cleaner;
 pub(crate) mod index;
 mod index_plan;
 pub(crate) mod load;
@@ -33,6 +34,7 @@ use fs2::FileExt;
 
 pub use batch::{BatchHeader, Header, Record, encode_batch};
 pub use checkpoint::{Checkpoint, CleanShutdown};
+pub use cleaner::CompactionReport;
 pub use load::RecoveryReport;
 pub(crate) use metrics::Histogram;
 pub use metrics::{LatencySummary, LogMetrics};
@@ -107,6 +109,8 @@ impl Log {
         tracing::info!(dir = %dir.display(), report = ?loaded.report, "log opened");
         let events = EventManager::start("strata-events")?;
         let shared = Arc::new(Shared::new(dir, config, initial(loaded), Some(lock), Some(events.handle()))?);
+        let cleaned_up_to = cleaner::checkpoint::read(&shared.dir)?.min(shared.next_offset());
+        shared.cleaner.cleaned_up_to.store(cleaned_up_to, std::sync::atomic::Ordering::Release);
         let threads = start_threads(&shared)?;
         schedule_background(&shared);
         Ok(Log { shared, threads, events: Some(events) })
@@ -382,6 +386,32 @@ impl Log {
         self.shared.enforce_retention()
     }
 
+    /// Runs one compaction pass now (DESIGN.md §10), whatever the cleanup policy and the dirty
+    /// share: the latest record per key is kept in sealed segments, older ones (and tombstones
+    /// older than `delete_retention_ms`) are removed, offsets are kept. Returns what it did, or
+    /// `None` if no sealed segment was dirty. Under `CleanupPolicy::Compact` a cleaner thread does
+    /// this by itself every `cleaner_backoff_ms`.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use strata_log::{Log, LogConfig, Record};
+    /// let dir = tempfile::tempdir()?;
+    /// let log = Log::open(dir.path(), LogConfig { segment_bytes: 4096, ..LogConfig::default() })?;
+    /// for i in 0..200u32 {
+    ///     let key = format!("key-{}", i % 10);
+    ///     log.append(&[Record::new(&i.to_be_bytes()).with_key(key.as_bytes())])?;
+    /// }
+    /// let report = log.compact()?.expect("sealed segments were dirty");
+    /// assert!(report.records_removed > 0);
+    /// // Offset 0 was superseded by offset 10 (same key): a read from 0 starts at the next record
+    /// // still there.
+    /// assert!(log.read(0, 1 << 20)?.next().unwrap()?.offset() > 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn compact(&self) -> Result<Option<CompactionReport>> {
+        self.shared.compact(true)
+    }
+
     /// Closes the log cleanly: stops the background threads, makes everything durable, seals the
     /// active segment, writes the checkpoint and, last, the clean-shutdown marker, so the next open
     /// does not scan. Dropping a `Log` does the same but can only log a failure.
@@ -423,6 +453,7 @@ impl Log {
         if self.threads.is_empty() {
             return;
         }
+        self.shared.cleaner.stop();
         syncer::stop(&self.shared);
         for thread in self.threads.drain(..) {
             if thread.join().is_err() {
@@ -473,7 +504,9 @@ fn start_threads(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>> {
         .name("strata-syncer".to_owned())
         .spawn(move || syncer::run(&syncer_shared))
         .map_err(Error::io("spawn syncer thread", &shared.dir))?;
-    Ok(vec![syncer])
+    let mut threads = vec![syncer];
+    threads.extend(cleaner::spawn(shared)?);
+    Ok(threads)
 }
 
 /// The periodic events: the checkpoint every `checkpoint_interval_ms`, retention every

@@ -77,7 +77,7 @@ pub struct LogReader<'a> {
     upper: u64,
     /// Bytes of batches that may still be returned.
     budget: u64,
-    /// Whether a batch has been taken (the first is taken whatever its size).
+    /// Whether a record has been returned (until then a batch is taken whatever its size).
     started: bool,
     /// Where the next chunk starts, if known.
     resume: Option<(Arc<LogSegment>, BatchPos)>,
@@ -152,6 +152,7 @@ impl<'a> LogReader<'a> {
                 continue;
             }
             self.cursor = offset + 1;
+            self.started = true;
             return Some(RecordView {
                 chunk: Arc::clone(&self.chunk),
                 offset,
@@ -233,8 +234,9 @@ impl<'a> LogReader<'a> {
                 self.cursor = self.cursor.max(end.next.expected);
                 continue;
             }
+            // `started` is set by the first record returned, not here: a chunk of batches the
+            // cleaner emptied must not use up the read's one guaranteed batch.
             self.budget = self.budget.saturating_sub(end.bytes);
-            self.started = true;
             self.resume = Some((Arc::clone(&segment), end.next));
             self.chunk_origin = Some((segment, at));
             self.chunk_position = 0;

@@ -22,6 +22,7 @@ impl Shared {
     pub(crate) fn delete_records_before(&self, offset: u64) -> Result<u64> {
         let app = self.appender.lock();
         self.check_writable()?;
+        let _structure = self.structure.lock();
         let start = offset.min(self.next_offset());
         if start <= self.start_offset() {
             return Ok(self.start_offset());
@@ -104,7 +105,7 @@ impl Shared {
     /// Unlinks a removed segment's `.deleted` files after `file_delete_delay_ms`, once no reader
     /// holds it — unless a later removal of a segment with the same base renamed another file to
     /// the same name meanwhile (the inode tells them apart).
-    fn schedule_unlink(&self, segment: Arc<LogSegment>) {
+    pub(crate) fn schedule_unlink(&self, segment: Arc<LogSegment>) {
         let paths = SegmentPaths::new(&self.dir, segment.base_offset());
         let files: Vec<(PathBuf, u64)> = [paths.log, paths.index, paths.time_index]
             .into_iter()

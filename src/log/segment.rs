@@ -158,14 +158,16 @@ impl LogSegment {
     /// Learns the lengths of a sealed segment's index files: the cheap check (both exist, each a
     /// whole number of entries).
     fn load_index_lengths(&self) -> Result<(), String> {
-        let paths = SegmentPaths::new(self.log_path().parent().unwrap_or(Path::new(".")), self.base_offset);
+        // The indexes' own paths: a segment renamed `.deleted` (or replaced by a compaction) while
+        // a reader still uses it must never pick up another segment's index under its old name.
+        let (index_path, time_path) = (self.offset_index.path(), self.time_index.path());
         let len = |path: &Path, entry: usize| match std::fs::metadata(path) {
             Ok(meta) if meta.len() % entry as u64 == 0 => Ok(meta.len()),
             Ok(meta) => Err(format!("{} is {} bytes, not a whole number of entries", path.display(), meta.len())),
             Err(e) => Err(format!("{}: {e}", path.display())),
         };
-        let index_len = len(&paths.index, OffsetEntry::LEN)?;
-        let time_len = len(&paths.time_index, TimeEntry::LEN)?;
+        let index_len = len(&index_path, OffsetEntry::LEN)?;
+        let time_len = len(&time_path, TimeEntry::LEN)?;
         self.offset_index.replace_sealed(index_len);
         self.time_index.replace_sealed(time_len);
         Ok(())
@@ -663,6 +665,13 @@ impl LogSegment {
         }
         scanned.plan.finish(self.base_offset);
         let dir = self.log_path().parent().map(Path::to_path_buf).unwrap_or_default();
+        if self.log_path() != SegmentPaths::new(&dir, self.base_offset).log {
+            // Renamed away (deleted or compacted): its names belong to another segment now. Scan
+            // from the start instead of writing an index.
+            tracing::warn!(segment = %self.log_path().display(), "index of a removed segment is unusable; scanning");
+            self.indexes_unusable.store(true, Ordering::Release);
+            return Ok(());
+        }
         let (index_len, time_len) = write_index_files(&dir, self.base_offset, &scanned.plan)?;
         self.offset_index.replace_sealed(index_len);
         self.time_index.replace_sealed(time_len);

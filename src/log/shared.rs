@@ -17,6 +17,7 @@ use crate::error::{Corruption, Error, Result};
 use crate::events::EventHandle;
 use crate::log::append::Appender;
 use crate::log::checkpoint::Checkpoint;
+use crate::log::cleaner::CleanerState;
 use crate::log::load::RecoveryReport;
 use crate::log::metrics::{Counters, LogMetrics};
 use crate::log::prealloc::Preallocator;
@@ -71,6 +72,10 @@ pub(crate) struct Shared {
     /// saw an earlier epoch and is at or past a later cut gets `Error::Truncated`.
     truncations: AtomicU64,
     cuts: Mutex<Vec<u64>>,
+    /// Held by whatever replaces or removes segments other than by rolling: truncation, reset,
+    /// retention and the cleaner's swap (after the append lock, where both are taken).
+    pub structure: Mutex<()>,
+    pub cleaner: CleanerState,
 }
 
 /// Keeps sync rounds from running while it lives ([`Shared::hold_rounds`]).
@@ -128,6 +133,8 @@ impl Shared {
             events,
             truncations: AtomicU64::new(0),
             cuts: Mutex::new(Vec::new()),
+            structure: Mutex::new(()),
+            cleaner: CleanerState::default(),
             dir,
             segments,
             appender: Mutex::new(Appender::new(active)),
@@ -533,6 +540,14 @@ impl Shared {
             preallocated_rolls: load(&c.preallocated_rolls),
             checkpoints: load(&c.checkpoints),
             retention_deletions: load(&c.segments_deleted),
+            compaction_passes: load(&c.compaction_passes),
+            compaction_bytes_before: load(&c.compaction_bytes_before),
+            compaction_bytes_after: load(&c.compaction_bytes_after),
+            compaction_ratio: match load(&c.compaction_bytes_before) {
+                0 => 1.0,
+                before => load(&c.compaction_bytes_after) as f64 / before as f64,
+            },
+            records_compacted_away: load(&c.compaction_records_removed),
             truncations: load(&c.truncations),
             recovery: self.report.clone(),
         }

@@ -40,6 +40,7 @@ impl Shared {
         // Everything stored becomes durable first (and every rolled segment sealed), so the durable
         // offset can honestly become the cut; then no round may run until offsets and files agree.
         self.run_round()?;
+        let _structure = self.structure.lock();
         let rounds = self.hold_rounds()?;
         debug_assert!(self.rolled.lock().is_empty(), "a round seals every rolled segment");
         let segment = self.segments.upper_bound(Bound::Included(&offset)).map(|e| Arc::clone(e.value()));
@@ -62,6 +63,7 @@ impl Shared {
         let active = self.cut_suffix(&segment, at.position, cut, &kept).map_err(|e| self.poison(e))?;
         app.active = active;
         drop(rounds);
+        self.lower_cleaned_up_to(cut);
         self.note_truncation(cut);
         tracing::info!(dir = %self.dir.display(), requested = offset, next = cut, "log truncated");
         Ok(cut)
@@ -96,6 +98,7 @@ impl Shared {
     pub(crate) fn reset_at(&self, offset: u64) -> Result<()> {
         let mut app = self.appender.lock();
         self.check_writable()?;
+        let _structure = self.structure.lock();
         let rounds = self.hold_rounds()?;
         let result = (|| {
             self.move_offsets(offset);
@@ -112,9 +115,20 @@ impl Shared {
         })();
         app.active = result.map_err(|e| self.poison(e))?;
         drop(rounds);
+        self.lower_cleaned_up_to(offset);
         self.note_truncation(offset);
         tracing::info!(dir = %self.dir.display(), offset, "log reset");
         Ok(())
+    }
+
+    /// The cleaner's checkpoint may not claim records past a cut clean (new records will be
+    /// appended there). Only compaction work depends on it, so a failed write is logged.
+    fn lower_cleaned_up_to(&self, cut: u64) {
+        if self.cleaner.cleaned_up_to.fetch_min(cut, Ordering::AcqRel) > cut
+            && let Err(error) = crate::log::cleaner::checkpoint::write(&self.dir, cut)
+        {
+            tracing::warn!(%error, "lowering the cleaner checkpoint failed; compaction may skip some records");
+        }
     }
 
     /// Sets next, durable and visible to `to`, returning what they were.
