@@ -9,8 +9,8 @@ use serde::Serialize;
 use crate::config::LogConfig;
 use crate::error::{Corruption, Error, Result};
 use crate::format::{
-    CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX, TMP_SUFFIX, parse_file_name,
+    CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, CLEANER_CHECKPOINT_FILE, DELETED_SUFFIX, INDEX_SUFFIX,
+    LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TMP_SUFFIX, parse_file_name,
 };
 use crate::log::index::{IndexEntry, check_entries};
 use crate::log::walk::{BatchPos, Stop, walk_file};
@@ -103,6 +103,15 @@ pub enum Dump {
         /// A structural problem.
         damage: Option<Damage>,
     },
+    /// The `cleaner-checkpoint` file.
+    CleanerCheckpoint {
+        /// The file.
+        path: PathBuf,
+        /// Everything below this offset was compacted by the last pass, if the file is valid.
+        cleaned_up_to: Option<u64>,
+        /// Why it is not.
+        damage: Option<Damage>,
+    },
     /// The `checkpoint` file.
     Checkpoint {
         /// The file.
@@ -149,6 +158,11 @@ pub fn dump_file(path: &Path, with_records: bool) -> Result<Dump> {
             let (checkpoint, damage) =
                 decoded(std::fs::read(path).map_err(Error::io("read", path))?, Checkpoint::decode);
             Dump::Checkpoint { path: path_buf, checkpoint, damage }
+        }
+        (CLEANER_CHECKPOINT_FILE, _) => {
+            let bytes = std::fs::read(path).map_err(Error::io("read", path))?;
+            let (cleaned_up_to, damage) = decoded(bytes, crate::log::cleaner_checkpoint_decode);
+            Dump::CleanerCheckpoint { path: path_buf, cleaned_up_to, damage }
         }
         (CLEAN_SHUTDOWN_FILE, _) => {
             let (marker, damage) =

@@ -100,3 +100,20 @@ fn consume_prints_offsets_and_values_from_a_live_log() {
     assert_eq!(String::from_utf8(out.stdout).unwrap(), "1\tbeta\n");
     drop(log);
 }
+
+#[test]
+fn a_compacted_log_verifies_and_dumps_its_cleaner_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogConfig { segment_bytes: 1024, ..LogConfig::default() }).unwrap();
+    for i in 0..100u32 {
+        log.append(&[Record::new(&i.to_be_bytes()).with_key(format!("k{}", i % 3).as_bytes())]).unwrap();
+    }
+    let report = log.compact().unwrap().unwrap();
+    log.close().unwrap();
+    let verified = strata(&["verify"], dir.path());
+    assert_eq!(verified.status.code(), Some(0), "{}", String::from_utf8_lossy(&verified.stdout));
+    let dump = strata(&["dump"], dir.path());
+    let text = String::from_utf8_lossy(&dump.stdout);
+    assert!(text.contains(&format!("cleaned_up_to Some({})", report.cleaned_up_to)), "{text}");
+    assert!(text.contains("attributes 0x0010"), "cleaner batches carry bit 4: {text}");
+}

@@ -5,6 +5,7 @@
 //! (run 1 of every phase, then run 2, …) with a `sync` between them, and the median run is
 //! reported. Library code returning values; the binary renders them.
 
+mod maintenance;
 mod phases;
 
 use std::path::{Path, PathBuf};
@@ -137,6 +138,7 @@ fn add_ratios(results: &mut [BenchResult]) {
     let raw_write = find(results, "raw_write");
     let raw_sync = find(results, "raw_write_fdatasync");
     let durable_single = find(results, "durable_1t_100B_x1");
+    let keyed_idle = find(results, "append_keyed_idle");
     for r in results.iter_mut() {
         let against = |base: &Option<BenchResult>, mb: bool| {
             base.as_ref().map(|b| {
@@ -153,6 +155,8 @@ fn add_ratios(results: &mut [BenchResult]) {
             against(&raw_sync, false)
         } else if r.name.starts_with("durable_") && !r.name.starts_with("durable_1t") {
             against(&durable_single, false)
+        } else if r.name.starts_with("append_keyed_during") {
+            against(&keyed_idle, false)
         } else {
             None
         };
@@ -253,6 +257,13 @@ mod tests {
         }
         assert!(names.iter().any(|n| n.starts_with("durable_2t")), "{names:?}");
         assert!(names.contains(&"producer_2t_100B") && names.contains(&"recovery_scan"), "{names:?}");
+        for expected in
+            ["compaction", "append_keyed_idle", "append_keyed_during_deletion", "append_keyed_during_compaction"]
+        {
+            assert!(names.contains(&expected), "{names:?}");
+        }
+        let compaction = results.iter().find(|r| r.name == "compaction").expect("compaction");
+        assert!(compaction.bytes > 0 && compaction.records >= 2000, "{compaction:?}");
         let append = results.iter().find(|r| r.name == "append_100B").expect("append");
         assert_eq!((append.records, append.bytes), (2000, 200_000));
         assert_eq!(append.baseline, None, "raw writes are of 1 KiB records");

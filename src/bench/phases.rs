@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use super::maintenance::{self, Background};
 use super::{BenchOptions, BenchResult, fsync_regime, result, size_name, sync_all};
 use crate::config::{FlushPolicy, LogConfig};
 use crate::error::{Error, Result};
@@ -41,6 +42,11 @@ pub(super) fn run_all(dir: &Path, options: &BenchOptions, progress: Progress<'_>
     phase(durable(dir, options, options.threads, 1, SMALL, progress))?;
     phase(producer(dir, options, progress))?;
     phase(recovery_scan(&dir.join("large"), options, progress))?;
+    phase(maintenance::compaction(&dir.join("compaction"), options, progress))?;
+    for background in [Background::Deletion, Background::Compaction, Background::Idle] {
+        let log_dir = dir.join(format!("beside-{background:?}"));
+        phase(maintenance::append_beside(&log_dir, options, background, progress))?;
+    }
     Ok(out)
 }
 

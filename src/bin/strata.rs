@@ -292,6 +292,10 @@ fn print_dump(out: &mut dyn Write, dump: &Dump) -> io::Result<()> {
             writeln!(out, "{} (checkpoint) {checkpoint:?}", path.display())?;
             (path, damage)
         }
+        Dump::CleanerCheckpoint { path, cleaned_up_to, damage } => {
+            writeln!(out, "{} (cleaner checkpoint) cleaned_up_to {cleaned_up_to:?}", path.display())?;
+            (path, damage)
+        }
         Dump::CleanShutdown { path, marker, damage } => {
             writeln!(out, "{} (clean-shutdown marker) {marker:?}", path.display())?;
             (path, damage)

@@ -35,6 +35,7 @@ use fs2::FileExt;
 pub use batch::{BatchHeader, Header, Record, encode_batch};
 pub use checkpoint::{Checkpoint, CleanShutdown};
 pub use cleaner::CompactionReport;
+pub(crate) use cleaner::checkpoint::decode as cleaner_checkpoint_decode;
 pub use load::RecoveryReport;
 pub(crate) use metrics::Histogram;
 pub use metrics::{LatencySummary, LogMetrics};

@@ -20,19 +20,22 @@ impl Shared {
     /// Moves the log start offset to `offset` (at most the next offset) and deletes every sealed
     /// segment wholly below it. Returns the log start offset.
     pub(crate) fn delete_records_before(&self, offset: u64) -> Result<u64> {
+        self.check_writable()?;
+        // Segments rolled away from but not yet sealed by the syncer are sealed now, so they can go.
+        // Sealing fsyncs, so it never runs under the append lock; neither does anything below.
+        self.seal_rolled()?;
         let app = self.appender.lock();
         self.check_writable()?;
         let _structure = self.structure.lock();
+        let active = app.active.base_offset();
         let start = offset.min(self.next_offset());
+        drop(app);
         if start <= self.start_offset() {
             return Ok(self.start_offset());
         }
         // The checkpoint first: from here on no crash brings the records below `start` back.
         self.start_offset.store(start, Ordering::SeqCst);
         self.write_checkpoint()?;
-        // Segments rolled away from but not yet sealed by the syncer are sealed now, so they can go.
-        self.seal_rolled()?;
-        let active = app.active.base_offset();
         let doomed: Vec<Arc<LogSegment>> = self
             .segments
             .iter()
@@ -42,16 +45,15 @@ impl Shared {
         let n = doomed.len() as u64;
         self.remove_whole(doomed)?;
         Counters::add(&self.counters.segments_deleted, n);
-        drop(app);
         Ok(start)
     }
 
     /// Applies `retention_ms` and `retention_bytes`: the oldest sealed segments whose newest record
     /// is too old, or while the log is too large, are deleted. Returns how many were.
     pub(crate) fn enforce_retention(&self) -> Result<u64> {
+        self.seal_rolled()?;
         let sealed: Vec<Arc<LogSegment>> = {
             let app = self.appender.lock();
-            self.seal_rolled()?;
             let active = app.active.base_offset();
             self.segments
                 .iter()

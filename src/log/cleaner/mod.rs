@@ -144,9 +144,9 @@ impl Shared {
         let _one = self.cleaner.pass.lock();
         self.check_writable()?;
         let started = Instant::now();
+        self.seal_rolled()?;
         let sealed: Vec<Arc<LogSegment>> = {
             let app = self.appender.lock();
-            self.seal_rolled()?;
             let active = app.active.base_offset();
             self.segments.iter().map(|e| Arc::clone(e.value())).take_while(|s| s.base_offset() < active).collect()
         };
