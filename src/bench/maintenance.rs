@@ -53,8 +53,10 @@ fn append_keyed(
 /// One compaction pass over a log of `records` keyed records, 90%+ of them superseded: input
 /// MB/s (bytes of the segments rewritten).
 pub(super) fn compaction(dir: &Path, options: &BenchOptions, progress: Progress<'_>) -> Result<BenchResult> {
-    let log = Log::open(dir, config(options))?;
     let records = (options.records / 4).max(KEYS);
+    // At least eight sealed segments whatever the size of the run.
+    let segment_bytes = (records * (VALUE_BYTES as u64 + 30) / 8).clamp(64 << 10, SEGMENT_BYTES);
+    let log = Log::open(dir, LogConfig { segment_bytes, ..config(options) })?;
     let calls = records.div_ceil(options.batch.max(1) as u64);
     append_keyed(&log, options, 0, calls, |call, _| {
         if call % 1024 == 0 {
