@@ -101,6 +101,8 @@ fn retention_runs_on_the_event_thread_every_retention_check_ms() {
     clock.advance(60_000);
     eventually("a retention check", || log.metrics().retention_deletions > 0);
     assert!(log.start_offset() > 0);
+    let events = log.event_metrics().unwrap();
+    assert!(events.processed > 0 && events.failed == 0 && events.panicked == 0, "{events:?}");
     assert_intact(&log);
 }
 

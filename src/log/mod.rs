@@ -183,6 +183,12 @@ impl Log {
         self.shared.metrics()
     }
 
+    /// The log's background event thread: queue length, queue and processing times, failures,
+    /// idle ratio (`None` for a read-only log, which has none).
+    pub fn event_metrics(&self) -> Option<crate::events::EventMetrics> {
+        self.events.as_ref().map(EventManager::metrics)
+    }
+
     /// Appends `records` as one batch and returns once they are as durable as the flush policy
     /// promises: fsynced under `Always` (the default), stored under the others. Records without a
     /// timestamp get the log's append time; a caller timestamp must be within
