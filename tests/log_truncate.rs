@@ -310,3 +310,47 @@ fn readers_racing_truncations_never_see_changed_bytes() {
         }
     });
 }
+
+/// The log start offset inside a batch: truncating there removes that batch whole, and the log
+/// restarts empty at the start offset rather than ending below it.
+#[test]
+fn truncating_inside_the_batch_holding_the_start_restarts_at_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), small_config()).unwrap();
+    let batch: Vec<Owned> = (0..10).map(|o| Owned::value(value_of(o))).collect();
+    Owned::append_all(&log, &batch).unwrap(); // 0..10
+    Owned::append_all(&log, &batch).unwrap(); // 10..20
+    assert_eq!(log.delete_records_before(15).unwrap(), 15);
+    assert_eq!(log.truncate_to(17).unwrap(), 15);
+    assert_eq!((log.start_offset(), log.next_offset()), (15, 15));
+    let info = log.append(&[Record::new(b"after")]).unwrap();
+    assert_eq!(info.base_offset, 15);
+    assert_eq!(log.read(15, 1 << 10).unwrap().next().unwrap().unwrap().value(), Some(&b"after"[..]));
+    log.close().unwrap();
+    let log = Log::open(dir.path(), small_config()).unwrap();
+    assert_eq!((log.start_offset(), log.next_offset()), (15, 16));
+}
+
+/// A batch stored with `append_nowait` and removed by a truncation before anyone waits for it:
+/// `wait_batch_durable` says so (its epoch is the one the batch was stored under), and
+/// `wait_durable` for an offset not stored yet times out instead of spinning on sync rounds.
+#[test]
+fn waiting_for_a_batch_a_truncation_removed_is_truncated() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    for _ in 0..100 {
+        log.append(&[Record::new(b"x")]).unwrap();
+    }
+    let info = log.append_nowait(&[Record::new(b"mine")]).unwrap();
+    assert_eq!(info.base_offset, 100);
+    assert_eq!(log.truncate_to(50).unwrap(), 50);
+    for _ in 0..60 {
+        log.append(&[Record::new(b"someone else")]).unwrap();
+    }
+    assert!(matches!(log.wait_batch_durable(&info, Duration::from_secs(5)), Err(Error::Truncated { .. })));
+    let fsyncs = log.metrics().fsyncs;
+    let started = std::time::Instant::now();
+    assert!(matches!(log.wait_durable(1000, Duration::from_millis(200)), Err(Error::Timeout { .. })));
+    assert!(started.elapsed() < Duration::from_secs(5), "the timeout was honoured");
+    assert!(log.metrics().fsyncs - fsyncs < 5, "no sync rounds for an offset not yet stored");
+}

@@ -166,6 +166,8 @@ impl Shared {
             last_offset: next - 1,
             max_timestamp_ms: header.max_timestamp,
             append_time_ms: now_ms,
+            // Read under the append lock, which every truncation holds while it bumps the count.
+            truncation_epoch: self.truncations(),
         };
         Ok(Stored { info, rolled })
     }

@@ -62,6 +62,9 @@ pub struct AppendInfo {
     pub max_timestamp_ms: i64,
     /// The log's clock when the batch was appended (the timestamp of append-time records).
     pub append_time_ms: i64,
+    /// Truncations the log had made when the batch was stored: [`Log::wait_batch_durable`] uses
+    /// it to report a truncation that removed the batch before the wait began.
+    pub truncation_epoch: u64,
 }
 
 /// A durable, segmented, append-only log of records in one directory.
@@ -239,9 +242,9 @@ impl Log {
         stored.info
     }
 
-    /// Waits without a deadline until `offset` is durable (the producer's sender).
-    pub(crate) fn wait_durable_until(&self, offset: u64) -> Result<()> {
-        self.shared.wait_durable(offset, None)
+    /// Waits without a deadline until the batch `info` describes is durable (the producer's sender).
+    pub(crate) fn wait_batch_durable_until(&self, info: &AppendInfo) -> Result<()> {
+        self.shared.wait_durable(info.last_offset, None, info.truncation_epoch)
     }
 
     fn after_store(&self, stored: append::Stored) -> Result<AppendInfo> {
@@ -249,7 +252,9 @@ impl Log {
             self.shared.request_seal();
         }
         match self.shared.config.flush_policy {
-            FlushPolicy::Always => self.shared.wait_durable(stored.info.last_offset, None)?,
+            FlushPolicy::Always => {
+                self.shared.wait_durable(stored.info.last_offset, None, stored.info.truncation_epoch)?
+            }
             FlushPolicy::EveryInterval { messages, .. } => {
                 if self.shared.next_offset() - self.shared.durable_offset() >= messages {
                     self.shared.request_sync();
@@ -261,9 +266,30 @@ impl Log {
     }
 
     /// Waits until `offset` is durable (the syncer is asked for a round), up to `timeout`
-    /// (`Error::Timeout`). Returns `Error::Poisoned` or `Error::Closed` instead of hanging.
+    /// (`Error::Timeout`). Returns `Error::Poisoned` or `Error::Closed` instead of hanging, and
+    /// `Error::Truncated` if a truncation removes `offset` while it waits. After
+    /// [`Log::append_nowait`] prefer [`Log::wait_batch_durable`], which also reports a truncation
+    /// between the append and the wait.
     pub fn wait_durable(&self, offset: u64, timeout: Duration) -> Result<()> {
-        self.shared.wait_durable(offset, Some(timeout))
+        self.shared.wait_durable(offset, Some(timeout), self.shared.truncations())
+    }
+
+    /// Waits until the batch an `append_nowait` (or `append_batch_nowait`) stored is durable, up to
+    /// `timeout`: `Error::Truncated` if a truncation removed it at any time after it was stored.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use strata_log::{Log, LogConfig, Record};
+    /// let dir = tempfile::tempdir()?;
+    /// let log = Log::open(dir.path(), LogConfig::default())?;
+    /// let info = log.append_nowait(&[Record::new(b"queued")])?;
+    /// log.wait_batch_durable(&info, Duration::from_secs(5))?;
+    /// assert!(log.durable_offset() > info.last_offset);
+    /// # Ok(()) }
+    /// ```
+    pub fn wait_batch_durable(&self, info: &AppendInfo, timeout: Duration) -> Result<()> {
+        self.shared.wait_durable(info.last_offset, Some(timeout), info.truncation_epoch)
     }
 
     /// Waits, without polling, until `offset` is visible to readers (for a consumer tailing the
@@ -316,8 +342,11 @@ impl Log {
     }
 
     /// Removes every record at or after `offset` and returns the new next offset: `offset` itself,
-    /// or the base of the batch holding it (a batch is removed whole). An `offset` at or past the
-    /// next offset changes nothing.
+    /// or the base of the batch holding it (a batch is removed whole), or, after compaction, the
+    /// end of the last record kept before it (the offsets of a compaction gap hold no records and
+    /// are reused). Never below the log start offset: if the batch holding `offset` starts below
+    /// it, the log restarts empty at the start offset. An `offset` at or past the next offset
+    /// changes nothing.
     ///
     /// Durable and non-resurrecting (DESIGN.md §9): the recovery point is lowered in the checkpoint
     /// before any file changes, and no crash brings a removed record back, even when records of the

@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use crate::config::LogConfig;
 use crate::error::{Corruption, Error, Result};
 use crate::failpoint::{crash_point, error_point};
-use crate::format::{BATCH_HEADER_LEN, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, file_name};
+use crate::format::{BATCH_HEADER_LEN, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, file_name};
 use crate::log::batch::{self, BatchHeader, RecordIter};
 use crate::log::index::{IndexEntry, SparseIndex, check_entries};
 use crate::log::index_plan::{IndexPlanner, PlannedIndexes, write_index_files};
@@ -383,23 +383,30 @@ impl LogSegment {
         Ok(PlannedIndexes { offsets, times, planner: IndexPlanner::default() })
     }
 
-    /// Renames the segment's three files by appending `suffix` (e.g. `.deleted`).
-    pub(crate) fn rename_with_suffix(&self, suffix: &str) -> Result<()> {
+    /// Renames the segment's files to unique `<name>.<pid>-<n>.deleted` names (never reused, so a
+    /// later removal of a segment with the same base cannot replace files a reader of this one may
+    /// still open) and returns them.
+    pub(crate) fn rename_deleted(&self) -> Result<Vec<PathBuf>> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let tag = format!(".{}-{}{DELETED_SUFFIX}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
         let with = |p: PathBuf| {
             let mut name = p.into_os_string();
-            name.push(suffix);
+            name.push(&tag);
             PathBuf::from(name)
         };
         let dir = self.log_path().parent().map(Path::to_path_buf).unwrap_or_default();
         let paths = SegmentPaths::new(&dir, self.base_offset);
-        self.log.rename(&with(paths.log))?;
+        let mut renamed = vec![with(paths.log)];
+        self.log.rename(&renamed[0])?;
         if paths.index.exists() {
-            self.offset_index.rename(&with(paths.index))?;
+            renamed.push(with(paths.index));
+            self.offset_index.rename(&renamed[renamed.len() - 1])?;
         }
         if paths.time_index.exists() {
-            self.time_index.rename(&with(paths.time_index))?;
+            renamed.push(with(paths.time_index));
+            self.time_index.rename(&renamed[renamed.len() - 1])?;
         }
-        Ok(())
+        Ok(renamed)
     }
 
     /// Releases maps and descriptors for good (the segment was removed from the log).

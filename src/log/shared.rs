@@ -295,22 +295,30 @@ impl Shared {
     /// (leader-follower group commit, as PostgreSQL's backends flush WAL): it covers everything
     /// stored so far, so appenders that arrive during it wait for it, or for the next round one of
     /// them leads. No thread handoff when the log is quiet; one fsync per round when it is busy.
-    pub(crate) fn wait_durable(&self, offset: u64, timeout: Option<Duration>) -> Result<()> {
+    pub(crate) fn wait_durable(&self, offset: u64, timeout: Option<Duration>, epoch: u64) -> Result<()> {
         let started = Instant::now();
-        let epoch = self.truncations();
+        let left = || timeout.map(|t| t.saturating_sub(started.elapsed()));
         loop {
             self.check_truncated(epoch, offset)?;
             if self.durable_offset() > offset {
                 return Ok(());
             }
+            if left().is_some_and(|l| l.is_zero()) {
+                return Err(Error::Timeout { waited: started.elapsed() });
+            }
+            let seen = self.truncations();
+            if offset >= self.next_offset() {
+                // Not stored yet: no round can make it durable, so wait for appends (never spin).
+                self.wait_until(left(), || self.next_offset() > offset || self.truncations() != seen)?;
+                continue;
+            }
             if let Some(round) = self.lead_round() {
                 round?;
                 continue;
             }
-            let left = timeout.map(|t| t.saturating_sub(started.elapsed()));
             // A follower: wait for the running round to end, then check again (or lead the next).
-            self.wait_until(left, || {
-                self.durable_offset() > offset || !self.syncing.load(Ordering::SeqCst) || self.truncations() != epoch
+            self.wait_until(left(), || {
+                self.durable_offset() > offset || !self.syncing.load(Ordering::SeqCst) || self.truncations() != seen
             })?;
         }
     }
@@ -387,7 +395,7 @@ impl Shared {
             return Ok(());
         }
         if self.config.flush_policy == FlushPolicy::Always && self.next_offset() > offset {
-            return self.wait_durable(offset, timeout);
+            return self.wait_durable(offset, timeout, self.truncations());
         }
         let started = Instant::now();
         let epoch = self.truncations();

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::failpoint::crash_point;
+use crate::log::append::Appender;
 use crate::log::index_plan::{PlannedIndexes, write_index_files};
 use crate::log::segment::{Located, LogSegment, SegmentPaths};
 use crate::log::shared::Shared;
@@ -49,7 +50,21 @@ impl Shared {
             Located::At(at) | Located::End(at) => at,
             Located::Retired => return Err(out_of_range()),
         };
+        // The new end follows the last batch kept: the batch holding `offset` goes whole, and after
+        // compaction a gap before it goes too (its offsets hold no records, and a normal batch
+        // may only follow the previous batch's end).
         let cut = at.expected;
+        if cut < self.start_offset() {
+            // That batch starts below the log start offset: nothing readable is left; restart empty
+            // at the start offset rather than end the log below its start.
+            let start = self.start_offset();
+            self.reset_locked(&mut app, start)?;
+            drop(rounds);
+            self.lower_cleaned_up_to(start);
+            self.note_truncation(start);
+            tracing::info!(dir = %self.dir.display(), requested = offset, next = start, "log truncated to its start");
+            return Ok(start);
+        }
         let kept = segment.indexes_before(at.position, cut)?;
         let saved = self.move_offsets(cut);
         // Readers of the cut segment finish before any byte of it changes; later segments only
@@ -100,6 +115,17 @@ impl Shared {
         self.check_writable()?;
         let _structure = self.structure.lock();
         let rounds = self.hold_rounds()?;
+        self.reset_locked(&mut app, offset)?;
+        drop(rounds);
+        self.lower_cleaned_up_to(offset);
+        self.note_truncation(offset);
+        tracing::info!(dir = %self.dir.display(), offset, "log reset");
+        Ok(())
+    }
+
+    /// The reset itself, with the append lock (`app`), the structure lock and the rounds held. A
+    /// failure poisons the log.
+    fn reset_locked(&self, app: &mut Appender, offset: u64) -> Result<()> {
         let result = (|| {
             self.move_offsets(offset);
             self.start_offset.store(offset, Ordering::SeqCst);
@@ -114,10 +140,6 @@ impl Shared {
             Ok::<_, Error>(active)
         })();
         app.active = result.map_err(|e| self.poison(e))?;
-        drop(rounds);
-        self.lower_cleaned_up_to(offset);
-        self.note_truncation(offset);
-        tracing::info!(dir = %self.dir.display(), offset, "log reset");
         Ok(())
     }
 

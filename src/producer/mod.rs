@@ -19,8 +19,8 @@ use crate::clock::Clock;
 use crate::config::FlushPolicy;
 use crate::error::{Error, Result};
 use crate::format::{ATTR_CREATE_TIME, BATCH_HEADER_LEN};
-use crate::log::Log;
 use crate::log::batch::{self, Record};
+use crate::log::{AppendInfo, Log};
 
 /// How a [`Producer`] batches.
 #[derive(Debug, Clone)]
@@ -307,13 +307,19 @@ impl Shared {
             let mut appended = Vec::with_capacity(batches.len());
             for batch in &mut batches {
                 let result = self.log.append_batch_nowait(batch.finish());
-                appended.push(result.map(|info| (info.base_offset, info.last_offset)));
+                appended.push(result);
             }
-            let last = appended.iter().rev().find_map(|r| r.as_ref().ok()).map(|(_, last)| *last);
-            let durable = match (last, self.log.config().flush_policy) {
-                (Some(last), FlushPolicy::Always) => self.log.wait_durable_until(last),
+            // The last batch's offset with the first batch's epoch: a truncation that removed any
+            // of them since it was stored is reported.
+            let first = appended.iter().find_map(|r| r.as_ref().ok());
+            let last = appended.iter().rev().find_map(|r| r.as_ref().ok());
+            let durable = match (first, last, self.log.config().flush_policy) {
+                (Some(first), Some(last), FlushPolicy::Always) => {
+                    self.log.wait_batch_durable_until(&AppendInfo { truncation_epoch: first.truncation_epoch, ..*last })
+                }
                 _ => Ok(()),
             };
+            let appended = appended.into_iter().map(|r| r.map(|info| (info.base_offset, info.last_offset)));
             let durable = durable.map_err(Arc::new);
             let count = batches.len() as u64;
             for (batch, result) in batches.into_iter().zip(appended) {

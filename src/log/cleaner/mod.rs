@@ -29,9 +29,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::config::CleanupPolicy;
 use crate::error::{Error, Result};
 use crate::failpoint::{crash_point, error_point};
-use crate::format::{
-    CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, file_name,
-};
+use crate::format::{CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, file_name};
 use crate::log::batch::{self, BatchHeader};
 use crate::log::index_plan::write_index_files_as;
 use crate::log::metrics::Counters;
@@ -194,10 +192,7 @@ impl Shared {
                 }
             }
         }
-        self.swap_in(sources, &outputs)?;
-
-        checkpoint::write(&self.dir, end_offset)?;
-        self.cleaner.cleaned_up_to.store(end_offset, Ordering::Release);
+        self.swap_in(sources, &outputs, end_offset)?;
         report.segments_cleaned = sources.len() as u64;
         report.segments_written = outputs.len() as u64;
         report.bytes_read = pace.bytes;
@@ -333,7 +328,9 @@ impl Shared {
     /// The swap (DESIGN.md §10), under the structure lock. Abandons the pass (output deleted,
     /// nothing changed) if a segment it read is no longer the log's; a failure once files started
     /// moving poisons the log (reopening completes or discards the swap).
-    fn swap_in(&self, sources: &[Arc<LogSegment>], outputs: &[Output]) -> Result<()> {
+    /// The cleaner checkpoint moves to `end_offset` under the same lock, so a truncation waiting
+    /// for it lowers the new value, not the old one.
+    fn swap_in(&self, sources: &[Arc<LogSegment>], outputs: &[Output], end_offset: u64) -> Result<()> {
         let _structure = self.structure.lock();
         let unchanged = sources
             .iter()
@@ -351,9 +348,11 @@ impl Shared {
                 crash_point!("cleaner_after_swap_rename");
             }
             storage::sync_dir(&self.dir)?;
+            let mut renamed = Vec::with_capacity(sources.len());
             for source in sources.iter().rev() {
-                source.rename_with_suffix(DELETED_SUFFIX)?;
+                renamed.push(source.rename_deleted()?);
             }
+            renamed.reverse();
             storage::sync_dir(&self.dir)?;
             crash_point!("cleaner_after_deleted_rename");
             for output in outputs {
@@ -362,20 +361,22 @@ impl Shared {
                 }
                 crash_point!("cleaner_mid_strip");
             }
-            storage::sync_dir(&self.dir)
+            storage::sync_dir(&self.dir)?;
+            Ok::<_, Error>(renamed)
         })();
-        moved.map_err(|e| self.poison(e))?;
+        let renamed = moved.map_err(|e| self.poison(e))?;
         for output in outputs {
             let segment = LogSegment::open_sealed(&self.dir, output.base, output.len, output.end, &self.config);
             self.segments.insert(output.base, Arc::new(segment));
         }
-        for source in sources {
+        for (source, files) in sources.iter().zip(renamed) {
             if !outputs.iter().any(|o| o.base == source.base_offset()) {
                 self.segments.remove(&source.base_offset());
             }
-            self.schedule_unlink(Arc::clone(source));
+            self.schedule_unlink(Arc::clone(source), files);
         }
-        Ok(())
+        self.cleaner.cleaned_up_to.store(end_offset, Ordering::Release);
+        checkpoint::write(&self.dir, end_offset)
     }
 
     /// Deletes the `.cleaned` files of `outputs` and of a group at `partial` being written.
