@@ -143,6 +143,16 @@ pub enum Error {
     /// closing, or a truncation or retention changed the segments it was rewriting.
     #[error("cancelled: {0}")]
     Cancelled(&'static str),
+    /// A bug: an operation or background thread panicked. The operation did not complete; a
+    /// panic in the syncer poisons the log, a panicking compaction pass is abandoned before it
+    /// changes any segment.
+    #[error("{what} panicked: {message}")]
+    Panicked {
+        /// What panicked, e.g. "compaction pass".
+        what: &'static str,
+        /// The panic message.
+        message: String,
+    },
 }
 
 /// Why a batch, record, index or checkpoint failed validation.
@@ -242,6 +252,16 @@ pub enum Corruption {
 }
 
 impl Error {
+    /// An `Error::Panicked` from a caught panic's payload.
+    pub(crate) fn panicked(what: &'static str, payload: &(dyn std::any::Any + Send)) -> Error {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".to_owned());
+        Error::Panicked { what, message }
+    }
+
     /// Wraps an `io::Error` with the operation and path it came from.
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> Error {
         let path = path.into();

@@ -265,9 +265,10 @@ impl Inner {
                     self.failed.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(thread = %self.name, event = queued.name, %error, "background event failed");
                 }
-                Err(_) => {
+                Err(payload) => {
                     self.panicked.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!(thread = %self.name, event = queued.name, "background event panicked");
+                    let error = Error::panicked(queued.name, payload.as_ref());
+                    tracing::error!(thread = %self.name, event = queued.name, %error, "background event panicked");
                 }
             }
         }

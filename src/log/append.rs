@@ -182,7 +182,7 @@ impl Shared {
         };
         let segment = Arc::new(segment);
         self.dir_dirty.store(true, Ordering::Release);
-        self.segments.insert(base, Arc::clone(&segment));
+        self.segments.push_rolled(Arc::clone(&segment));
         self.rolled.lock().push(std::mem::replace(active, segment));
         Counters::add(&self.counters.rolls, 1);
         Counters::add(&self.counters.preallocated_rolls, u64::from(preallocated));

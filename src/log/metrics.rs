@@ -93,7 +93,10 @@ pub(crate) struct Counters {
     pub compaction_bytes_before: AtomicU64,
     pub compaction_bytes_after: AtomicU64,
     pub compaction_records_removed: AtomicU64,
+    pub compaction_failures: AtomicU64,
     pub truncations: AtomicU64,
+    pub checkpoint_failures: AtomicU64,
+    pub inline_seals: AtomicU64,
 }
 
 impl Counters {
@@ -136,8 +139,15 @@ pub struct LogMetrics {
     pub rolls: u64,
     /// Rolls that used the background-preallocated segment.
     pub preallocated_rolls: u64,
+    /// Segments rolled away from and not yet sealed (the syncer seals them in the background;
+    /// past a small bound the appender seals inline, so this stays small).
+    pub unsealed_segments: u64,
+    /// Rolls after which the appender sealed the backlog itself (back-pressure on a fast appender).
+    pub inline_seals: u64,
     /// Checkpoints written.
     pub checkpoints: u64,
+    /// Checkpoint writes that failed (the recovery point stayed lower; the next write retries).
+    pub checkpoint_failures: u64,
     /// Segments removed by retention or `delete_records_before`.
     pub retention_deletions: u64,
     /// Suffix removals (`truncate_to`, `reset_at`).
@@ -152,6 +162,8 @@ pub struct LogMetrics {
     pub compaction_ratio: f64,
     /// Records compaction removed (superseded, or expired tombstones).
     pub records_compacted_away: u64,
+    /// Compaction passes that failed or panicked and were abandoned before changing any segment.
+    pub compaction_failures: u64,
     /// What opening the log did.
     pub recovery: crate::log::RecoveryReport,
 }

@@ -15,6 +15,7 @@ mod reader;
 mod recover;
 mod retention;
 pub(crate) mod segment;
+mod segments;
 mod shared;
 mod swap;
 mod syncer;
@@ -324,21 +325,24 @@ impl Log {
 
     /// The first visible offset whose record timestamp is ≥ `timestamp_ms`, if any.
     pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<u64>> {
-        let start = self.start_offset();
-        let upper = self.visible_end();
-        for entry in self.shared.segments.iter() {
-            let segment = entry.value();
-            if segment.base_offset() >= upper {
-                break;
+        // A segment replaced by a compaction swap or removed meanwhile must not be skipped: the
+        // walk runs again if the segments changed under it.
+        self.shared.segments.stable(|| {
+            let start = self.start_offset();
+            let upper = self.visible_end();
+            for segment in self.shared.segments.all() {
+                if segment.base_offset() >= upper {
+                    break;
+                }
+                if segment.next_offset() <= start || segment.max_timestamp()? < timestamp_ms {
+                    continue;
+                }
+                if let Some(offset) = segment.offset_for_timestamp(timestamp_ms, start, upper)? {
+                    return Ok(Some(offset));
+                }
             }
-            if segment.next_offset() <= start || segment.max_timestamp()? < timestamp_ms {
-                continue;
-            }
-            if let Some(offset) = segment.offset_for_timestamp(timestamp_ms, start, upper)? {
-                return Ok(Some(offset));
-            }
-        }
-        Ok(None)
+            Ok(None)
+        })
     }
 
     /// Removes every record at or after `offset` and returns the new next offset: `offset` itself,
@@ -506,9 +510,7 @@ impl Drop for Log {
         }
         // Release every map and descriptor now, not whenever the skip map's epoch reclamation
         // gets to them.
-        for entry in self.shared.segments.iter() {
-            entry.value().retire();
-        }
+        self.shared.segments.for_each(|segment| segment.retire());
     }
 }
 
@@ -538,7 +540,14 @@ fn start_threads(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>> {
     let syncer_shared = Arc::clone(shared);
     let syncer = std::thread::Builder::new()
         .name("strata-syncer".to_owned())
-        .spawn(move || syncer::run(&syncer_shared))
+        .spawn(move || {
+            // A bug in a round must not leave appenders waiting forever for a syncer that is gone:
+            // the log is poisoned, which wakes every waiter with `Error::Poisoned`.
+            if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| syncer::run(&syncer_shared)))
+            {
+                syncer_shared.poison(Error::panicked("the syncer thread", payload.as_ref()));
+            }
+        })
         .map_err(Error::io("spawn syncer thread", &shared.dir))?;
     let mut threads = vec![syncer];
     threads.extend(cleaner::spawn(shared)?);

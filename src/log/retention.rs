@@ -11,6 +11,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::log::metrics::Counters;
 use crate::log::segment::LogSegment;
+use crate::log::segments::StructureGuard;
 use crate::log::shared::Shared;
 use crate::storage;
 
@@ -59,17 +60,13 @@ impl Shared {
         self.seal_rolled()?;
         let app = self.appender.lock();
         self.check_writable()?;
-        let _structure = self.structure.lock();
+        let structure = self.segments.lock();
         let active = app.active.base_offset();
         let next = self.next_offset();
         drop(app);
-        let sealed: Vec<Arc<LogSegment>> = self
-            .segments
-            .iter()
-            .map(|e| Arc::clone(e.value()))
-            .take_while(|s| s.base_offset() < active && s.is_sealed())
-            .collect();
-        let total = self.segments.iter().map(|e| e.value().size()).sum();
+        let sealed: Vec<Arc<LogSegment>> =
+            self.segments.all().into_iter().take_while(|s| s.base_offset() < active && s.is_sealed()).collect();
+        let total = self.bytes_on_disk();
         let Some(start) = decide(&sealed, total)?.map(|s| s.min(next)) else { return Ok((self.start_offset(), 0)) };
         if start <= self.start_offset() {
             return Ok((self.start_offset(), 0));
@@ -79,7 +76,7 @@ impl Shared {
         self.write_checkpoint()?;
         let doomed: Vec<Arc<LogSegment>> = sealed.into_iter().take_while(|s| s.next_offset() <= start).collect();
         let deleted = doomed.len() as u64;
-        self.remove_whole(doomed)?;
+        self.remove_whole(&structure, doomed)?;
         Counters::add(&self.counters.segments_deleted, deleted);
         Ok((start, deleted))
     }
@@ -87,7 +84,7 @@ impl Shared {
     /// Takes whole segments out of the log (DESIGN.md §9): renames their files `.deleted`, newest
     /// first so a crash part-way leaves a prefix of the log, fsyncs the directory, removes them from
     /// the map and schedules the unlink. Their bytes never change, so readers in them finish.
-    pub(crate) fn remove_whole(&self, mut doomed: Vec<Arc<LogSegment>>) -> Result<()> {
+    pub(crate) fn remove_whole(&self, structure: &StructureGuard<'_>, mut doomed: Vec<Arc<LogSegment>>) -> Result<()> {
         if doomed.is_empty() {
             return Ok(());
         }
@@ -98,8 +95,8 @@ impl Shared {
         }
         storage::sync_dir(&self.dir)?;
         self.rolled.lock().retain(|r| doomed.iter().all(|d| !Arc::ptr_eq(r, d)));
+        self.segments.edit(structure, |map| doomed.iter().for_each(|segment| map.remove(segment)));
         for (segment, files) in doomed.into_iter().zip(renamed) {
-            self.segments.remove(&segment.base_offset());
             self.schedule_unlink(segment, files);
         }
         Ok(())

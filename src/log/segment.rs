@@ -60,6 +60,8 @@ pub(crate) struct LogSegment {
     /// Held through a whole seal, and by flushes, so a flush never returns while a concurrent seal
     /// has not yet made the data durable. Appends never take it.
     seal_state: Mutex<SealState>,
+    /// Mirrors `seal_state == Sealed`, readable without waiting for a seal or flush in progress.
+    sealed: AtomicBool,
     /// Serialises the first-read index check (and rebuild), so it runs once.
     index_check: Mutex<()>,
     /// Largest timestamp and its batch's offset, once known for a sealed segment.
@@ -134,6 +136,7 @@ impl LogSegment {
         let mut segment = LogSegment::assemble(base_offset, log, offset_index, time_index, next_offset, None, config);
         *segment.writer.get_mut() = Some(segment.resume_writer()?);
         *segment.seal_state.get_mut() = SealState::Active;
+        *segment.sealed.get_mut() = false;
         segment.indexes_checked = AtomicBool::new(true);
         Ok(segment)
     }
@@ -206,6 +209,7 @@ impl LogSegment {
             time_index,
             next_offset: AtomicU64::new(next_offset),
             seal_state: Mutex::new(if writer.is_none() { SealState::Sealed } else { SealState::Active }),
+            sealed: AtomicBool::new(writer.is_none()),
             index_check: Mutex::new(()),
             writer: Mutex::new(writer),
             sealed_max_timestamp: Mutex::new(None),
@@ -244,9 +248,10 @@ impl LogSegment {
         Ok(SegmentWriter { planner, first_batch_timestamp: first })
     }
 
-    /// Whether the segment was sealed (trimmed, durable, immutable).
+    /// Whether the segment was sealed (trimmed, durable, immutable). Never waits for a seal or a
+    /// flush in progress.
     pub(crate) fn is_sealed(&self) -> bool {
-        *self.seal_state.lock() == SealState::Sealed
+        self.sealed.load(Ordering::Acquire)
     }
 
     pub(crate) fn base_offset(&self) -> u64 {
@@ -341,6 +346,7 @@ impl LogSegment {
         // Any failure leaves the segment Failed: a retry must not report a seal that did not happen.
         self.seal_steps().inspect_err(|_| *state = SealState::Failed)?;
         *state = SealState::Sealed;
+        self.sealed.store(true, Ordering::Release);
         Ok(())
     }
 

@@ -3,13 +3,11 @@
 //! fsync, the checkpoint, poisoning, and waiting for durability or visibility (DESIGN.md §2, §8).
 
 use std::fs::File;
-use std::ops::Bound;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_skiplist::SkipMap;
 use parking_lot::{Condvar, Mutex};
 
 use crate::config::{FlushPolicy, LogConfig};
@@ -22,14 +20,20 @@ use crate::log::load::RecoveryReport;
 use crate::log::metrics::{Counters, LogMetrics};
 use crate::log::prealloc::Preallocator;
 use crate::log::segment::{Located, LogSegment};
+use crate::log::segments::Segments;
 use crate::log::walk::BatchPos;
 use crate::storage;
+
+/// How often a read looks for the segment holding an offset again when the segments changed under
+/// it (deleted by retention, replaced by a truncation or compaction) before giving up.
+const LOCATE_ATTEMPTS: usize = 16;
 
 /// Everything a `Log` and its threads share.
 pub(crate) struct Shared {
     pub dir: PathBuf,
     pub config: LogConfig,
-    pub segments: SkipMap<u64, Arc<LogSegment>>,
+    /// The segments, and the structure lock that guards replacing or removing them.
+    pub segments: Segments,
     pub appender: Mutex<Appender>,
     /// The offset the next record gets (published after its batch is stored).
     pub next_offset: AtomicU64,
@@ -72,9 +76,6 @@ pub(crate) struct Shared {
     /// saw an earlier epoch and is at or past a later cut gets `Error::Truncated`.
     truncations: AtomicU64,
     cuts: Mutex<Vec<u64>>,
-    /// Held by whatever replaces or removes segments other than by rolling: truncation, reset,
-    /// retention and the cleaner's swap (after the append lock, where both are taken).
-    pub structure: Mutex<()>,
     pub cleaner: CleanerState,
 }
 
@@ -117,14 +118,10 @@ impl Shared {
         lock: Option<File>,
         events: Option<EventHandle>,
     ) -> Result<Shared> {
-        let segments = SkipMap::new();
-        let mut last = None;
-        for segment in initial.segments {
-            let segment = Arc::new(segment);
-            segments.insert(segment.base_offset(), Arc::clone(&segment));
-            last = Some(segment);
-        }
-        let active = last.ok_or_else(|| Error::io("load", &dir)(std::io::ErrorKind::NotFound.into()))?;
+        let segments: Vec<Arc<LogSegment>> = initial.segments.into_iter().map(Arc::new).collect();
+        let active = segments.last().cloned();
+        let active = active.ok_or_else(|| Error::io("load", &dir)(std::io::ErrorKind::NotFound.into()))?;
+        let segments = Segments::new(segments);
         let next = initial.next_offset;
         let checkpoint = Checkpoint { log_start_offset: initial.log_start_offset, recovery_point: next };
         let now = Instant::now();
@@ -133,7 +130,6 @@ impl Shared {
             events,
             truncations: AtomicU64::new(0),
             cuts: Mutex::new(Vec::new()),
-            structure: Mutex::new(()),
             cleaner: CleanerState::default(),
             dir,
             segments,
@@ -328,7 +324,10 @@ impl Shared {
         if self.syncing.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_err() {
             return None;
         }
-        let round = self.sync_round();
+        // A panic in a round is a bug; it must not leave `syncing` set (every appender would wait
+        // for a round that never ends) nor reach an appender that merely led the round.
+        let round = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.sync_round()))
+            .unwrap_or_else(|payload| Err(self.poison(Error::panicked("a sync round", payload.as_ref()))));
         self.syncing.store(false, Ordering::SeqCst);
         self.notify_progress(true);
         Some(round)
@@ -420,10 +419,11 @@ impl Shared {
         crate::failpoint::crash_point!("after_seal");
         let started = Instant::now();
         let mut synced = 0;
-        for entry in self.segments.range(self.durable_floor()..) {
-            entry.value().flush().map_err(|e| self.poison(e))?;
+        self.segments.try_for_each_from(self.durable_floor(), |segment| {
+            segment.flush().map_err(|e| self.poison(e))?;
             synced += 1;
-        }
+            Ok::<(), Error>(())
+        })?;
         self.sync_dir_if_dirty()?;
         self.counters.fsync_latency.record(started.elapsed());
         Counters::add(&self.counters.fsyncs, synced);
@@ -437,14 +437,16 @@ impl Shared {
         let _sealing = self.seal_lock.lock();
         let mut any = false;
         loop {
-            let next = {
-                let rolled = self.rolled.lock();
-                rolled.first().cloned()
-            };
+            let next = self.rolled.lock().first().cloned();
             let Some(segment) = next else { return Ok(any) };
             segment.seal().map_err(|e| self.poison(e))?;
             Counters::add(&self.counters.fsyncs, 3);
-            self.rolled.lock().remove(0);
+            // By identity, never by position: while it was being sealed, a prefix deletion or a reset
+            // may have taken this segment (or others) out of the list.
+            let mut rolled = self.rolled.lock();
+            rolled.retain(|r| !Arc::ptr_eq(r, &segment));
+            debug_assert!(rolled.iter().all(|r| !r.is_sealed()), "only unsealed segments wait to be sealed");
+            drop(rolled);
             any = true;
         }
     }
@@ -452,7 +454,7 @@ impl Shared {
     /// Base offset of the segment holding the durable offset: nothing below it needs a flush.
     fn durable_floor(&self) -> u64 {
         let durable = self.durable_offset();
-        self.segments.upper_bound(Bound::Included(&durable)).map_or(0, |e| *e.key())
+        self.segments.floor(durable).map_or(0, |s| s.base_offset())
     }
 
     fn sync_dir_if_dirty(&self) -> Result<()> {
@@ -498,15 +500,21 @@ impl Shared {
     /// `Error::Truncated`, not damage.
     pub(crate) fn locate(&self, offset: u64, upper: u64, epoch: u64) -> Result<Option<(Arc<LogSegment>, BatchPos)>> {
         // A segment deleted under us by retention is retried once the map no longer holds it.
-        for _ in 0..16 {
+        for _ in 0..LOCATE_ATTEMPTS {
+            let version = self.segments.settled_version();
             let start = self.start_offset();
-            let entry = self.segments.upper_bound(Bound::Included(&offset)).filter(|_| offset >= start);
-            let Some(entry) = entry else {
+            let segment = self.segments.floor(offset).filter(|_| offset >= start);
+            let located = segment.as_ref().map(|s| s.locate(offset));
+            // Anything but a found batch may be an artefact of an edit of the segments (a swap
+            // replacing the segment that holds `offset`): look again once it is done.
+            if !matches!(located, Some(Ok(Located::At(_)))) && self.segments.changed_since(version) {
+                continue;
+            }
+            let (Some(segment), Some(located)) = (segment, located) else {
                 return Err(Error::OffsetOutOfRange { requested: offset, start, next: upper });
             };
-            let segment = entry.value();
-            match segment.locate(offset)? {
-                Located::At(at) => return Ok(Some((Arc::clone(segment), at))),
+            match located? {
+                Located::At(at) => return Ok(Some((segment, at))),
                 // Deleted by retention, or being replaced by a truncation (which holds the append
                 // lock until the map holds the new segment): wait for it, then look again.
                 Located::Retired => drop(self.appender.lock()),
@@ -525,6 +533,20 @@ impl Shared {
         Err(Error::OffsetOutOfRange { requested: offset, start: self.start_offset(), next: upper })
     }
 
+    /// Bytes of batches in all segments.
+    pub(crate) fn bytes_on_disk(&self) -> u64 {
+        let mut bytes = 0;
+        self.segments.for_each(|s| bytes += s.size());
+        bytes
+    }
+
+    /// Segments other than the last (the active one) that are not sealed yet.
+    fn unsealed_segments(&self) -> u64 {
+        let mut unsealed = 0u64;
+        self.segments.for_each(|s| unsealed += u64::from(!s.is_sealed()));
+        unsealed.saturating_sub(1)
+    }
+
     /// A snapshot of the counters and offsets.
     pub(crate) fn metrics(&self) -> LogMetrics {
         let c = &self.counters;
@@ -532,7 +554,7 @@ impl Shared {
         let (appends, rounds) = (load(&c.appends), load(&c.sync_rounds));
         LogMetrics {
             segments: self.segments.len() as u64,
-            bytes_on_disk: self.segments.iter().map(|e| e.value().size()).sum(),
+            bytes_on_disk: self.bytes_on_disk(),
             start_offset: self.start_offset(),
             next_offset: self.next_offset(),
             durable_offset: self.durable_offset(),
@@ -546,7 +568,10 @@ impl Shared {
             fsync_latency: c.fsync_latency.snapshot(),
             rolls: load(&c.rolls),
             preallocated_rolls: load(&c.preallocated_rolls),
+            unsealed_segments: self.unsealed_segments(),
+            inline_seals: load(&c.inline_seals),
             checkpoints: load(&c.checkpoints),
+            checkpoint_failures: load(&c.checkpoint_failures),
             retention_deletions: load(&c.segments_deleted),
             compaction_passes: load(&c.compaction_passes),
             compaction_bytes_before: load(&c.compaction_bytes_before),
@@ -556,6 +581,7 @@ impl Shared {
                 before => load(&c.compaction_bytes_after) as f64 / before as f64,
             },
             records_compacted_away: load(&c.compaction_records_removed),
+            compaction_failures: load(&c.compaction_failures),
             truncations: load(&c.truncations),
             recovery: self.report.clone(),
         }

@@ -4,7 +4,6 @@
 //! (directory fsynced) and the cut segment is cut and re-preallocated, so its stale bytes become
 //! unwritten blocks that read as zeros.
 
-use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -14,6 +13,7 @@ use crate::failpoint::crash_point;
 use crate::log::append::Appender;
 use crate::log::index_plan::{PlannedIndexes, write_index_files};
 use crate::log::segment::{Located, LogSegment, SegmentPaths};
+use crate::log::segments::StructureGuard;
 use crate::log::shared::Shared;
 use crate::storage;
 
@@ -41,11 +41,10 @@ impl Shared {
         // Everything stored becomes durable first (and every rolled segment sealed), so the durable
         // offset can honestly become the cut; then no round may run until offsets and files agree.
         self.run_round()?;
-        let _structure = self.structure.lock();
+        let structure = self.segments.lock();
         let rounds = self.hold_rounds()?;
         debug_assert!(self.rolled.lock().is_empty(), "a round seals every rolled segment");
-        let segment = self.segments.upper_bound(Bound::Included(&offset)).map(|e| Arc::clone(e.value()));
-        let segment = segment.ok_or_else(out_of_range)?;
+        let segment = self.segments.floor(offset).ok_or_else(out_of_range)?;
         let at = match segment.locate(offset)? {
             Located::At(at) | Located::End(at) => at,
             Located::Retired => return Err(out_of_range()),
@@ -58,7 +57,7 @@ impl Shared {
             // That batch starts below the log start offset: nothing readable is left; restart empty
             // at the start offset rather than end the log below its start.
             let start = self.start_offset();
-            self.reset_locked(&mut app, start)?;
+            self.reset_locked(&structure, &mut app, start)?;
             drop(rounds);
             self.lower_cleaned_up_to(start);
             self.note_truncation(start);
@@ -75,7 +74,7 @@ impl Shared {
             tracing::warn!(dir = %self.dir.display(), offset, waited = ?waited.elapsed(), "truncation gave up: readers busy");
             return Err(Error::Busy { waited: waited.elapsed() });
         }
-        let active = self.cut_suffix(&segment, at.position, cut, &kept).map_err(|e| self.poison(e))?;
+        let active = self.cut_suffix(&structure, &segment, at.position, cut, &kept).map_err(|e| self.poison(e))?;
         app.active = active;
         drop(rounds);
         self.lower_cleaned_up_to(cut);
@@ -88,7 +87,8 @@ impl Shared {
     /// `.deleted`, the cut segment cut and reopened as the active segment.
     fn cut_suffix(
         &self,
-        segment: &LogSegment,
+        structure: &StructureGuard<'_>,
+        segment: &Arc<LogSegment>,
         position: u64,
         cut: u64,
         kept: &PlannedIndexes,
@@ -96,15 +96,15 @@ impl Shared {
         self.write_checkpoint_capped(cut)?;
         crash_point!("truncate_after_checkpoint");
         let base = segment.base_offset();
-        let later: Vec<Arc<LogSegment>> = self.segments.range(base + 1..).map(|e| Arc::clone(e.value())).collect();
-        self.remove_whole(later)?;
+        let later = self.segments.from(base + 1);
+        self.remove_whole(structure, later)?;
         crash_point!("truncate_after_rename");
         let path = SegmentPaths::new(&self.dir, base).log;
         storage::cut_file(&path, position, self.config.segment_bytes.max(position))?;
         crash_point!("truncate_after_cut");
         write_index_files(&self.dir, base, kept)?;
         let active = Arc::new(LogSegment::open_active(&self.dir, base, position, cut, &self.config)?);
-        self.segments.insert(base, Arc::clone(&active));
+        self.segments.edit(structure, |map| map.insert(Arc::clone(&active)));
         Ok(active)
     }
 
@@ -113,9 +113,9 @@ impl Shared {
     pub(crate) fn reset_at(&self, offset: u64) -> Result<()> {
         let mut app = self.appender.lock();
         self.check_writable()?;
-        let _structure = self.structure.lock();
+        let structure = self.segments.lock();
         let rounds = self.hold_rounds()?;
-        self.reset_locked(&mut app, offset)?;
+        self.reset_locked(&structure, &mut app, offset)?;
         drop(rounds);
         self.lower_cleaned_up_to(offset);
         self.note_truncation(offset);
@@ -125,18 +125,17 @@ impl Shared {
 
     /// The reset itself, with the append lock (`app`), the structure lock and the rounds held. A
     /// failure poisons the log.
-    fn reset_locked(&self, app: &mut Appender, offset: u64) -> Result<()> {
+    fn reset_locked(&self, structure: &StructureGuard<'_>, app: &mut Appender, offset: u64) -> Result<()> {
         let result = (|| {
             self.move_offsets(offset);
             self.start_offset.store(offset, Ordering::SeqCst);
             self.write_checkpoint_capped(offset)?;
             crash_point!("reset_after_checkpoint");
-            let all: Vec<Arc<LogSegment>> = self.segments.iter().map(|e| Arc::clone(e.value())).collect();
             // The new segment may take the name of an old one: rename the old ones first.
-            self.remove_whole(all)?;
+            self.remove_whole(structure, self.segments.all())?;
             let active = Arc::new(LogSegment::create(&self.dir, offset, &self.config, 0)?);
             storage::sync_dir(&self.dir)?;
-            self.segments.insert(offset, Arc::clone(&active));
+            self.segments.edit(structure, |map| map.insert(Arc::clone(&active)));
             Ok::<_, Error>(active)
         })();
         app.active = result.map_err(|e| self.poison(e))?;

@@ -27,13 +27,14 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::config::CleanupPolicy;
-use crate::error::{Error, Result};
+use crate::error::{Corruption, Error, Result};
 use crate::failpoint::{crash_point, error_point};
 use crate::format::{CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, file_name};
 use crate::log::batch::{self, BatchHeader};
 use crate::log::index_plan::write_index_files_as;
 use crate::log::metrics::Counters;
 use crate::log::segment::LogSegment;
+use crate::log::segments::StructureGuard;
 use crate::log::shared::Shared;
 use crate::log::walk::{self, BatchPos};
 use crate::storage::{self, MappedFile};
@@ -141,12 +142,28 @@ impl Shared {
     pub(crate) fn compact(&self, forced: bool) -> Result<Option<CompactionReport>> {
         let _one = self.cleaner.pass.lock();
         self.check_writable()?;
+        // A failing or panicking pass is abandoned: until the swap starts renaming, its output is
+        // deleted (by `Written`'s drop) and the log is unchanged; a panic during the swap poisons
+        // the log (reopening completes or discards the swap).
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.compact_pass(forced)))
+            .unwrap_or_else(|payload| Err(Error::panicked("a compaction pass", payload.as_ref())));
+        match &result {
+            Ok(_) | Err(Error::Cancelled(_) | Error::Poisoned | Error::Closed) => {}
+            Err(error) => {
+                Counters::add(&self.counters.compaction_failures, 1);
+                tracing::error!(dir = %self.dir.display(), %error, "compaction pass failed; the old segments stay");
+            }
+        }
+        result
+    }
+
+    fn compact_pass(&self, forced: bool) -> Result<Option<CompactionReport>> {
         let started = Instant::now();
         self.seal_rolled()?;
         let sealed: Vec<Arc<LogSegment>> = {
             let app = self.appender.lock();
             let active = app.active.base_offset();
-            self.segments.iter().map(|e| Arc::clone(e.value())).take_while(|s| s.base_offset() < active).collect()
+            self.segments.all().into_iter().take_while(|s| s.base_offset() < active).collect()
         };
         let first_dirty = self.cleaner.cleaned_up_to.load(Ordering::Acquire).max(self.start_offset());
         let Some(dirty_from) = sealed.iter().position(|s| s.next_offset() > first_dirty) else { return Ok(None) };
@@ -182,19 +199,16 @@ impl Shared {
             .now_ms()
             .saturating_sub(i64::try_from(self.config.delete_retention_ms).unwrap_or(i64::MAX));
         let groups = group(sources, self.config.segment_bytes);
-        let mut outputs = Vec::new();
+        let mut written = Written { shared: self, outputs: Vec::new(), partial: None };
         for group in &groups {
-            match self.write_group(group, &map, horizon, &mut pace, &mut report) {
-                Ok(output) => outputs.push(output),
-                Err(error) => {
-                    self.discard(&outputs, group[0].base_offset());
-                    return Err(error);
-                }
-            }
+            written.partial = Some(group[0].base_offset());
+            let output = self.write_group(group, &map, horizon, &mut pace, &mut report)?;
+            written.partial = None;
+            written.outputs.push(output);
         }
-        self.swap_in(sources, &outputs, end_offset)?;
+        report.segments_written = written.outputs.len() as u64;
+        self.swap_in(sources, written, end_offset)?;
         report.segments_cleaned = sources.len() as u64;
-        report.segments_written = outputs.len() as u64;
         report.bytes_read = pace.bytes;
         report.cleaned_up_to = end_offset;
         report.duration_us = started.elapsed().as_micros() as u64;
@@ -277,9 +291,14 @@ impl Shared {
         let written = MappedFile::open_pread(&path, len)?;
         let scan = walk::scan(&written, len, base, self.config.index_interval_bytes)?;
         written.retire();
-        let Some(mut scan) = scan.filter(|s| s.invalid.is_none() && s.next_offset == end && s.valid_len == len) else {
-            return Err(Error::Cancelled("the cleaner's output failed its check"));
-        };
+        let Some(mut scan) = scan else { return Err(Error::Cancelled("the cleaner's output was removed")) };
+        if let Some(reason) = scan.invalid.take() {
+            return Err(Error::corrupt(path, scan.valid_len, reason));
+        }
+        if scan.next_offset != end || scan.valid_len != len {
+            let reason = Corruption::DataEndsEarly { end: scan.next_offset, upper: end };
+            return Err(Error::corrupt(path, scan.valid_len, reason));
+        }
         scan.plan.finish(base);
         write_index_files_as(&self.dir, base, &scan.plan, CLEANED_SUFFIX)?;
         Ok(Output { base, end, len })
@@ -330,16 +349,32 @@ impl Shared {
     /// moving poisons the log (reopening completes or discards the swap).
     /// The cleaner checkpoint moves to `end_offset` under the same lock, so a truncation waiting
     /// for it lowers the new value, not the old one.
-    fn swap_in(&self, sources: &[Arc<LogSegment>], outputs: &[Output], end_offset: u64) -> Result<()> {
-        let _structure = self.structure.lock();
-        let unchanged = sources
-            .iter()
-            .all(|s| self.segments.get(&s.base_offset()).is_some_and(|e| Arc::ptr_eq(e.value(), s)) && s.is_sealed());
-        if !unchanged || self.check_writable().is_err() {
-            self.discard(outputs, u64::MAX);
+    fn swap_in(&self, sources: &[Arc<LogSegment>], written: Written<'_>, end_offset: u64) -> Result<()> {
+        let structure = self.segments.lock();
+        let unchanged = sources.iter().all(|s| self.segments.holds(s) && s.is_sealed());
+        if !unchanged {
             return Err(Error::Cancelled("the log changed during the pass"));
         }
+        self.check_writable()?;
         crash_point!("cleaner_after_cleaned");
+        // From the first rename on, the files are the swap's: a failure or a panic poisons the log
+        // and the next open completes or discards the swap (DESIGN.md §10).
+        let outputs = written.into_swapped();
+        let swapped =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.swap_files(&structure, sources, &outputs)))
+                .unwrap_or_else(|payload| Err(Error::panicked("a compaction swap", payload.as_ref())));
+        swapped.map_err(|e| self.poison(e))?;
+        self.cleaner.cleaned_up_to.store(end_offset, Ordering::Release);
+        checkpoint::write(&self.dir, end_offset)
+    }
+
+    /// The renames of the swap, then the skip map brought in line with them.
+    fn swap_files(
+        &self,
+        structure: &StructureGuard<'_>,
+        sources: &[Arc<LogSegment>],
+        outputs: &[Output],
+    ) -> Result<()> {
         let moved = (|| {
             for output in outputs.iter().rev() {
                 for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
@@ -364,27 +399,52 @@ impl Shared {
             storage::sync_dir(&self.dir)?;
             Ok::<_, Error>(renamed)
         })();
-        let renamed = moved.map_err(|e| self.poison(e))?;
-        for output in outputs {
-            let segment = LogSegment::open_sealed(&self.dir, output.base, output.len, output.end, &self.config);
-            self.segments.insert(output.base, Arc::new(segment));
-        }
-        for (source, files) in sources.iter().zip(renamed) {
-            if !outputs.iter().any(|o| o.base == source.base_offset()) {
-                self.segments.remove(&source.base_offset());
+        let renamed = moved?;
+        let cleaned: Vec<Arc<LogSegment>> = outputs
+            .iter()
+            .map(|o| Arc::new(LogSegment::open_sealed(&self.dir, o.base, o.len, o.end, &self.config)))
+            .collect();
+        // One step for readers: no lookup sees the map between a source leaving and its
+        // replacement arriving (DESIGN.md §10).
+        self.segments.edit(structure, |map| {
+            for source in sources {
+                map.remove(source);
             }
+            for segment in cleaned {
+                map.insert(segment);
+            }
+        });
+        debug_assert!(sources.iter().all(|s| !self.segments.holds(s)), "every source segment left the log");
+        for (source, files) in sources.iter().zip(renamed) {
             self.schedule_unlink(Arc::clone(source), files);
         }
-        self.cleaner.cleaned_up_to.store(end_offset, Ordering::Release);
-        checkpoint::write(&self.dir, end_offset)
+        Ok(())
     }
+}
 
-    /// Deletes the `.cleaned` files of `outputs` and of a group at `partial` being written.
-    fn discard(&self, outputs: &[Output], partial: u64) {
-        let bases = outputs.iter().map(|o| o.base).chain((partial != u64::MAX).then_some(partial));
+/// The `.cleaned` output of a pass before its swap: deleted on drop (a failed, cancelled or
+/// panicking pass leaves nothing behind) unless handed to the swap.
+struct Written<'a> {
+    shared: &'a Shared,
+    outputs: Vec<Output>,
+    /// The group being written, if any.
+    partial: Option<u64>,
+}
+
+impl Written<'_> {
+    /// The outputs, now the swap's to rename (no longer deleted on drop).
+    fn into_swapped(mut self) -> Vec<Output> {
+        self.partial = None;
+        std::mem::take(&mut self.outputs)
+    }
+}
+
+impl Drop for Written<'_> {
+    fn drop(&mut self) {
+        let bases = self.outputs.iter().map(|o| o.base).chain(self.partial);
         for base in bases {
             for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
-                if let Err(error) = storage::remove_if_exists(&cleaned_path(&self.dir, base, suffix)) {
+                if let Err(error) = storage::remove_if_exists(&cleaned_path(&self.shared.dir, base, suffix)) {
                     tracing::warn!(%error, "removing cleaner output failed; the next open removes it");
                 }
             }
@@ -444,10 +504,9 @@ pub(crate) fn spawn(shared: &Arc<Shared>) -> Result<Option<JoinHandle<()>>> {
         .spawn(move || {
             let period = Duration::from_millis(shared.config.cleaner_backoff_ms);
             while !shared.cleaner.sleep(period) {
-                match shared.compact(false) {
-                    Ok(_) | Err(Error::Cancelled(_)) => {}
-                    Err(Error::Poisoned | Error::Closed) => return,
-                    Err(error) => tracing::error!(dir = %shared.dir.display(), %error, "compaction pass failed; the old segments stay"),
+                // `compact` logs and counts a failed or panicking pass; the next one runs.
+                if let Err(Error::Poisoned | Error::Closed) = shared.compact(false) {
+                    return;
                 }
             }
         })
