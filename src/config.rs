@@ -84,6 +84,25 @@ pub struct LogConfig {
     pub cleaner_backoff_ms: u64,
     /// The cleaner reads and writes at most this many bytes per second. Default `None` (unthrottled).
     pub cleaner_io_bytes_per_sec: Option<u64>,
+    /// How records are read: through a shared read-only mapping (`Mmap`, the default: no copy
+    /// into the kernel and back) or with `pread` (`Pread`: a read can never fault). Choose
+    /// `Pread` when other tools may truncate files in the log's directory: a mapped read past
+    /// the end of a file someone else cut kills the process with SIGBUS, while under `Pread` it
+    /// is `Error::Corrupt` naming the file. (Files are checked against the log's idea of their
+    /// length whenever they are mapped, under both.)
+    pub read_path: ReadPath,
+}
+
+/// How a log reads its files (see [`LogConfig::read_path`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ReadPath {
+    /// Slices of a shared read-only mapping: the fastest, but a file cut short by another
+    /// process while mapped faults the reader (SIGBUS).
+    #[default]
+    Mmap,
+    /// `pread` into a buffer: a read of a file cut short by another process is `Error::Corrupt`.
+    /// Sealed segments are opened for each read, so they hold no descriptor.
+    Pread,
 }
 
 /// What removes records besides explicit calls (DESIGN.md §9, §10).
@@ -160,6 +179,7 @@ impl Default for LogConfig {
             min_cleanable_dirty_percent: 50,
             cleaner_backoff_ms: 15_000,
             cleaner_io_bytes_per_sec: None,
+            read_path: ReadPath::Mmap,
         }
     }
 }

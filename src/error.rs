@@ -101,16 +101,21 @@ pub enum Error {
         /// How long the caller waited.
         waited: std::time::Duration,
     },
-    /// The disk has less free space than a new segment and `min_free_bytes` need. Nothing was
-    /// stored; appends work again once space returns.
-    #[error("disk full at {path}: {needed} bytes needed, {available} available")]
+    /// The file system has no space (or quota) left for what a call needed. Nothing the failing
+    /// call was storing is stored, and the log is not poisoned: appends work again once space
+    /// returns. A log on a full disk still opens, so records can be deleted.
+    #[error("disk full: {op} {path}: {}; {advice}", space_text(*.needed, *.available))]
     DiskFull {
-        /// The log directory.
+        /// What needed the space, e.g. "fallocate".
+        op: &'static str,
+        /// The file (or directory) it was for.
         path: PathBuf,
-        /// Bytes a new segment and `min_free_bytes` need.
-        needed: u64,
-        /// Bytes available.
-        available: u64,
+        /// Bytes it needed, when known.
+        needed: Option<u64>,
+        /// Bytes free for unprivileged use on that file system then, when known.
+        available: Option<u64>,
+        /// What lowers the need, e.g. "lower segment_bytes (strata: --segment-bytes) or free space".
+        advice: &'static str,
     },
     /// A producer pool could not lend a buffer before the deadline.
     #[error("no buffer of {requested} bytes became available within {waited:?}")]
@@ -251,6 +256,16 @@ pub enum Corruption {
     },
 }
 
+/// "N bytes needed, M available", with what is known.
+fn space_text(needed: Option<u64>, available: Option<u64>) -> String {
+    match (needed, available) {
+        (Some(n), Some(a)) => format!("{n} bytes needed, {a} available"),
+        (Some(n), None) => format!("{n} bytes needed"),
+        (None, Some(a)) => format!("{a} bytes available"),
+        (None, None) => "no space left".to_owned(),
+    }
+}
+
 impl Error {
     /// An `Error::Panicked` from a caught panic's payload.
     pub(crate) fn panicked(what: &'static str, payload: &(dyn std::any::Any + Send)) -> Error {
@@ -262,14 +277,49 @@ impl Error {
         Error::Panicked { what, message }
     }
 
-    /// Wraps an `io::Error` with the operation and path it came from.
+    /// Wraps an `io::Error` with the operation and path it came from; running out of space or
+    /// quota is `Error::DiskFull` (the storage seam fills in the bytes needed and free where it
+    /// knows them).
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> Error {
         let path = path.into();
-        move |source| Error::Io { op, path, source }
+        move |source| match source.raw_os_error() {
+            Some(libc::ENOSPC | libc::EDQUOT) => {
+                Error::DiskFull { op, path, needed: None, available: None, advice: "free space on that file system" }
+            }
+            _ => Error::Io { op, path, source },
+        }
     }
 
     /// Builds a `Corrupt` error.
     pub(crate) fn corrupt(path: impl Into<PathBuf>, position: u64, reason: Corruption) -> Error {
         Error::Corrupt { path: path.into(), position, reason }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_out_of_space_or_quota_is_disk_full() {
+        for errno in [libc::ENOSPC, libc::EDQUOT] {
+            let error = Error::io("write", "/x/f")(io::Error::from_raw_os_error(errno));
+            assert!(matches!(error, Error::DiskFull { op: "write", .. }), "{error:?}");
+            assert!(error.to_string().starts_with("disk full: write /x/f: no space left; free space"), "{error}");
+        }
+        let other = Error::io("write", "/x/f")(io::Error::from_raw_os_error(libc::EIO));
+        assert!(matches!(other, Error::Io { .. }));
+        let full = Error::DiskFull {
+            op: "fallocate",
+            path: "/x/00000000000000000000.log".into(),
+            needed: Some(1 << 30),
+            available: Some(4096),
+            advice: "lower segment_bytes (strata: --segment-bytes) or free space",
+        };
+        assert_eq!(
+            full.to_string(),
+            "disk full: fallocate /x/00000000000000000000.log: 1073741824 bytes needed, 4096 available; \
+             lower segment_bytes (strata: --segment-bytes) or free space"
+        );
     }
 }

@@ -67,21 +67,44 @@ const _: () = assert!(TIME_INDEX_ENTRY_LEN == 12);
 
 // ---- checkpoint (DESIGN.md §3) -------------------------------------------------------------------
 
-/// Magic of the `checkpoint` file.
+/// Magic of the `checkpoint` file (each slot of version 2; the whole file of version 1).
 pub const CHECKPOINT_MAGIC: [u8; 4] = *b"SLCP";
-/// Version of the `checkpoint` file.
-pub const CHECKPOINT_VERSION: u16 = 1;
-/// Position of `version u16` in `checkpoint`.
+/// Version of the `checkpoint` file: two slots written alternately, so a write needs no new
+/// blocks (a log on a full disk can still checkpoint, open and delete records).
+pub const CHECKPOINT_VERSION: u16 = 2;
+/// Position of `version u16` in a slot.
 pub const CHECKPOINT_VERSION_POS: usize = CHECKPOINT_MAGIC.len();
-/// Position of `log_start_offset u64` in `checkpoint`.
-pub const CHECKPOINT_LOG_START_POS: usize = CHECKPOINT_VERSION_POS + 2;
-/// Position of `recovery_point u64` in `checkpoint`.
+/// Position of `sequence u64` in a slot: the slot with the larger valid sequence wins.
+pub const CHECKPOINT_SEQUENCE_POS: usize = CHECKPOINT_VERSION_POS + 2;
+/// Position of `log_start_offset u64` in a slot.
+pub const CHECKPOINT_LOG_START_POS: usize = CHECKPOINT_SEQUENCE_POS + 8;
+/// Position of `recovery_point u64` in a slot.
 pub const CHECKPOINT_RECOVERY_POINT_POS: usize = CHECKPOINT_LOG_START_POS + 8;
-/// Position of `crc u32` (of the bytes before it) in `checkpoint`.
+/// Position of `crc u32` (of the slot's bytes before it) in a slot.
 pub const CHECKPOINT_CRC_POS: usize = CHECKPOINT_RECOVERY_POINT_POS + 8;
+/// Bytes of a slot that carry data (the rest of the slot is zero).
+pub const CHECKPOINT_SLOT_DATA_LEN: usize = CHECKPOINT_CRC_POS + 4;
+const _: () = assert!(CHECKPOINT_CRC_POS == 30 && CHECKPOINT_SLOT_DATA_LEN == 34);
+/// Bytes of a slot: a page each, so writing one slot never rewrites the other's page.
+pub const CHECKPOINT_SLOT_LEN: usize = 4096;
+/// Slots in the file; sequence `n` is written to slot `n % CHECKPOINT_SLOTS`.
+pub const CHECKPOINT_SLOTS: usize = 2;
 /// Size of the `checkpoint` file.
-pub const CHECKPOINT_LEN: usize = CHECKPOINT_CRC_POS + 4;
-const _: () = assert!(CHECKPOINT_CRC_POS == 22 && CHECKPOINT_LEN == 26);
+pub const CHECKPOINT_LEN: usize = CHECKPOINT_SLOT_LEN * CHECKPOINT_SLOTS;
+const _: () = assert!(CHECKPOINT_SLOT_DATA_LEN <= CHECKPOINT_SLOT_LEN);
+
+/// Version 1 of the `checkpoint` file (read, never written): magic, version u16 = 1,
+/// log_start_offset u64, recovery_point u64, crc u32, replaced atomically.
+pub const CHECKPOINT_V1_VERSION: u16 = 1;
+/// Position of `log_start_offset` in a version 1 file.
+pub const CHECKPOINT_V1_LOG_START_POS: usize = CHECKPOINT_VERSION_POS + 2;
+/// Position of `recovery_point` in a version 1 file.
+pub const CHECKPOINT_V1_RECOVERY_POINT_POS: usize = CHECKPOINT_V1_LOG_START_POS + 8;
+/// Position of `crc u32` in a version 1 file.
+pub const CHECKPOINT_V1_CRC_POS: usize = CHECKPOINT_V1_RECOVERY_POINT_POS + 8;
+/// Size of a version 1 file.
+pub const CHECKPOINT_V1_LEN: usize = CHECKPOINT_V1_CRC_POS + 4;
+const _: () = assert!(CHECKPOINT_V1_CRC_POS == 22 && CHECKPOINT_V1_LEN == 26);
 
 // ---- .clean-shutdown (DESIGN.md §3) --------------------------------------------------------------
 

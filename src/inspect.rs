@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::config::LogConfig;
+use crate::config::{LogConfig, ReadPath};
 use crate::error::{Corruption, Error, Result};
 use crate::format::{
     CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, CLEANER_CHECKPOINT_FILE, DELETED_SUFFIX, INDEX_SUFFIX,
@@ -207,7 +207,7 @@ struct Walked {
 }
 
 fn walk_batches(path: &Path, base: u64, len: u64, with_records: bool) -> Result<Walked> {
-    let file = MappedFile::open_pread(path, len)?;
+    let file = MappedFile::open_sealed(path, len, ReadPath::Pread);
     let mut batches = Vec::new();
     let start = BatchPos { position: 0, expected: base };
     let end = walk_file(&file, len, start, |at, header, bytes| {
@@ -386,7 +386,7 @@ pub fn recover(dir: &Path, force: bool) -> Result<crate::RecoveryReport> {
 
 fn verify_checkpoint(dir: &Path, report: &mut VerifyReport) -> Result<Option<Checkpoint>> {
     match Checkpoint::read(dir)? {
-        Some(Ok(c)) => Ok(Some(c)),
+        Some(Ok(stored)) => Ok(Some(stored.checkpoint)),
         Some(Err(reason)) => {
             report.findings.push(Finding { file: dir.join(CHECKPOINT_FILE), position: 0, problem: reason.to_string() });
             Ok(None)

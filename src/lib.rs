@@ -16,7 +16,7 @@ mod storage;
 pub mod tools;
 
 pub use clock::{Clock, ManualClock};
-pub use config::{CleanupPolicy, FlushPolicy, LogConfig, RecoveryMode};
+pub use config::{CleanupPolicy, FlushPolicy, LogConfig, ReadPath, RecoveryMode};
 pub use error::{Corruption, Error, Result};
 pub use events::{EventHandle, EventManager, EventMetrics};
 pub use log::{

@@ -44,7 +44,7 @@ fn build(dir: &Path) -> (Vec<BatchInfo>, u64) {
     std::fs::remove_file(dir.join(".clean-shutdown")).unwrap();
     let Dump::Log { batches, .. } = inspect::dump_file(&dir.join(LOG), false).unwrap() else { panic!("not a log") };
     let recovery_point = batches[25].base_offset;
-    std::fs::write(dir.join("checkpoint"), Checkpoint { log_start_offset: 0, recovery_point }.encode()).unwrap();
+    std::fs::write(dir.join("checkpoint"), Checkpoint { log_start_offset: 0, recovery_point }.encode_file(1)).unwrap();
     (batches, recovery_point)
 }
 

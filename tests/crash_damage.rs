@@ -118,7 +118,7 @@ fn random_damage_never_returns_a_corrupt_record() {
         // The recovery point at a random batch boundary: damage below it was acknowledged.
         let recovery_point = batches[rng.random_range(0..batches.len())].batch.base_offset;
         let checkpoint = Checkpoint { log_start_offset: 0, recovery_point };
-        std::fs::write(work.path().join("checkpoint"), checkpoint.encode()).unwrap();
+        std::fs::write(work.path().join("checkpoint"), checkpoint.encode_file(1)).unwrap();
         let kind = kinds[iteration % kinds.len()];
         seen[iteration % kinds.len()] += 1;
         let damaged = damage(work.path(), &batches, kind, &mut rng);

@@ -99,15 +99,28 @@ fn crash_after_sealing_before_the_directory_and_checkpoint() {
     writer_crash("after_seal=2*off->return");
 }
 
+// Atomic replaces (temp file, fsync, rename, directory fsync): the first is the checkpoint file's
+// creation at open (later checkpoints overwrite one of its two slots in place), the second the
+// clean-shutdown marker at close.
+
 #[test]
-fn crash_after_a_checkpoint_temp_file_is_written() {
-    // The first checkpoint write is at open; later ones at rolls.
-    writer_crash("after_tmp_write=3*off->return");
+fn crash_after_the_marker_temp_file_is_written() {
+    writer_crash("after_tmp_write=1*off->return");
 }
 
 #[test]
-fn crash_after_a_checkpoint_rename_before_the_directory_fsync() {
-    writer_crash("after_rename=3*off->return");
+fn crash_after_the_marker_rename_before_the_directory_fsync() {
+    // The marker is in place (a kill loses no rename), so the next open may trust it.
+    let dir = tempfile::tempdir().unwrap();
+    let (code, acked) = produce(dir.path(), "after_rename=1*off->return", 0, 200);
+    assert_eq!(code, Some(CRASH_EXIT_CODE), "the crash point was reached");
+    assert!(dir.path().join(".clean-shutdown").exists());
+    drop(check_recovered(dir.path(), config(), acked));
+}
+
+#[test]
+fn crash_while_creating_the_checkpoint_file() {
+    writer_crash("after_tmp_write=return");
 }
 
 #[test]
@@ -190,7 +203,7 @@ fn leave_torn_log(dir: &Path) -> u64 {
     let torn = (2..logs.len() - 2).find(|&i| len(&logs[i]) < SEGMENT_BYTES).expect("a segment with room");
     let base = |name: &String| name.trim_end_matches(".log").parse::<u64>().unwrap();
     let checkpoint = Checkpoint { log_start_offset: 0, recovery_point: base(&logs[torn - 1]) + 1 };
-    std::fs::write(dir.join("checkpoint"), checkpoint.encode()).unwrap();
+    std::fs::write(dir.join("checkpoint"), checkpoint.encode_file(1)).unwrap();
     let path = dir.join(&logs[torn]);
     let mut bytes = std::fs::read(&path).unwrap();
     let last = bytes.len() - 1;

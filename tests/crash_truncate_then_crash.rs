@@ -24,8 +24,11 @@ fn records_cut_by_recovery_never_come_back() {
     log.close().unwrap();
     // Unclean, recovery point 60, the batch of offset 80 damaged: recovery cuts 80..100.
     std::fs::remove_file(dir.path().join(".clean-shutdown")).unwrap();
-    std::fs::write(dir.path().join("checkpoint"), Checkpoint { log_start_offset: 0, recovery_point: 60 }.encode())
-        .unwrap();
+    std::fs::write(
+        dir.path().join("checkpoint"),
+        Checkpoint { log_start_offset: 0, recovery_point: 60 }.encode_file(1),
+    )
+    .unwrap();
     let path = dir.path().join("00000000000000000000.log");
     let Dump::Log { batches, .. } = inspect::dump_file(&path, false).unwrap() else { unreachable!() };
     let mut bytes = std::fs::read(&path).unwrap();

@@ -130,6 +130,9 @@ fn write_clean_log(dir: &Path) -> Vec<Segment> {
         clock.advance(1);
     }
     log.close().unwrap();
+    // How many checkpoints the log wrote (its slots' sequence numbers) depends on thread timing:
+    // the fixture keeps what the last one says, as sequence 1.
+    write_checkpoint(dir, 0, RECORDS);
     let segments = layout(dir);
     let shape: Vec<(u64, usize)> = segments.iter().map(|s| (s.base, s.batches.len())).collect();
     assert_eq!(segments.len(), SEGMENTS, "the fixtures assume {SEGMENTS} segments; (base, batches): {shape:?}");
@@ -301,7 +304,7 @@ fn concat_logs(dir: &Path, segments: &[Segment]) -> Vec<u8> {
 }
 
 fn write_checkpoint(dir: &Path, log_start_offset: u64, recovery_point: u64) {
-    fs::write(dir.join(CHECKPOINT_FILE), Checkpoint { log_start_offset, recovery_point }.encode()).unwrap();
+    fs::write(dir.join(CHECKPOINT_FILE), Checkpoint { log_start_offset, recovery_point }.encode_file(1)).unwrap();
 }
 
 fn set_len(path: &Path, len: u64) {

@@ -1,7 +1,8 @@
-//! Poisoning: a failed fsync (data, directory, checkpoint) or a failure after some bytes of a batch
+//! Poisoning: a failed fsync (data, directory) or a failure after some bytes of a batch
 //! were stored makes every later append fail with `Error::Poisoned`, and a close after it never
 //! writes `.clean-shutdown` (KAFKA-13773). A failure before any byte is stored (creating the next
-//! segment) is an ordinary error: the log stays usable. Failures are injected with failpoints.
+//! segment) is an ordinary error: the log stays usable; so is a checkpoint that cannot be written
+//! (`log_checkpoint_failures.rs`). Failures are injected with failpoints.
 #![cfg(feature = "failpoints")]
 #![allow(clippy::unwrap_used)]
 
@@ -70,23 +71,6 @@ fn a_failed_directory_fsync_poisons_the_log() {
     // The second batch rolls; sealing the first segment then fsyncs the directory, which fails.
     assert!(failed_with(log.append(&[Record::new(&big)]), "fsync_directory"));
     fail::remove("fsync_directory");
-    assert_poisoned(log, dir.path());
-    scenario.teardown();
-}
-
-#[test]
-fn a_failed_checkpoint_write_poisons_the_log() {
-    let scenario = FailScenario::setup();
-    let dir = tempfile::tempdir().unwrap();
-    let log = Log::open(dir.path(), small()).unwrap();
-    fail::cfg("write_checkpoint", "return").unwrap();
-    let big = vec![1u8; 600];
-    log.append(&[Record::new(&big)]).unwrap();
-    // The checkpoint is written after a roll (by the syncer, after the append is durable) and by
-    // every explicit flush: either way it fails.
-    let _ = log.append(&[Record::new(&big)]);
-    assert!(matches!(log.flush(), Err(Error::Io { op: "write_checkpoint", .. } | Error::Poisoned)));
-    fail::remove("write_checkpoint");
     assert_poisoned(log, dir.path());
     scenario.teardown();
 }

@@ -13,6 +13,11 @@ use crate::log::batch::{self, BatchEncoder, BatchHeader, Record};
 use crate::log::metrics::Counters;
 use crate::log::segment::LogSegment;
 use crate::log::shared::Shared;
+use crate::storage;
+
+/// Rolled segments that may wait for the syncer to seal them before an appender seals them itself:
+/// each holds three descriptors and three writable maps until it is sealed.
+pub(crate) const MAX_UNSEALED_SEGMENTS: usize = 4;
 
 /// State only the appender uses, under the append lock.
 pub(crate) struct Appender {
@@ -55,6 +60,7 @@ impl Shared {
         if records.is_empty() {
             return Err(Error::EmptyBatch);
         }
+        self.bound_unsealed()?;
         let mut app = self.appender.lock();
         self.check_writable()?;
         let now = app.now_ms(self);
@@ -91,6 +97,7 @@ impl Shared {
         if max_ts != header.max_timestamp {
             return Err(invalid(Corruption::BadMaxTimestamp { stored: header.max_timestamp, computed: max_ts }));
         }
+        self.bound_unsealed()?;
         let mut app = self.appender.lock();
         self.check_writable()?;
         let now = app.now_ms(self);
@@ -102,6 +109,19 @@ impl Shared {
         let stored = self.store(active, bytes, now)?;
         self.maybe_preallocate(&mut app);
         Ok(stored)
+    }
+
+    /// Back-pressure on a fast appender: segments rolled away from but not sealed yet keep their
+    /// descriptors and writable maps, so past `MAX_UNSEALED_SEGMENTS` the appender seals them
+    /// itself (outside the append lock, waiting for a seal already running) before storing more.
+    /// With `n` appending threads the backlog stays below `MAX_UNSEALED_SEGMENTS + n`.
+    fn bound_unsealed(&self) -> Result<()> {
+        if self.rolled.lock().len() < MAX_UNSEALED_SEGMENTS {
+            return Ok(());
+        }
+        Counters::add(&self.counters.inline_seals, 1);
+        self.seal_rolled()?;
+        Ok(())
     }
 
     /// Once the active segment is half full, asks for its successor to be preallocated (not
@@ -153,7 +173,7 @@ impl Shared {
         if rolled {
             self.roll(active, base, size)?;
         }
-        active.reserve(size)?;
+        active.reserve(size, self.config.segment_bytes)?;
         // From here a failure may leave part of the batch stored: the log is poisoned.
         active.append(bytes, &header).map_err(|e| self.poison(e))?;
         self.next_offset.store(next, Ordering::Release);
@@ -195,10 +215,12 @@ impl Shared {
         if self.config.min_free_bytes == 0 {
             return Ok(());
         }
-        let available = fs2::available_space(&self.dir).map_err(Error::io("statvfs", &self.dir))?;
+        let available = storage::available_space(&self.dir)?;
         let needed = self.config.segment_bytes.max(size) + self.config.min_free_bytes;
         if available < needed {
-            return Err(Error::DiskFull { path: self.dir.clone(), needed, available });
+            let advice = "free space, or lower segment_bytes (strata: --segment-bytes) or min_free_bytes";
+            let (path, needed, available) = (self.dir.clone(), Some(needed), Some(available));
+            return Err(Error::DiskFull { op: "roll to a new segment", path, needed, available, advice });
         }
         Ok(())
     }

@@ -1,5 +1,7 @@
 //! The `checkpoint` file and the `.clean-shutdown` marker (DESIGN.md §3): small fixed-layout files,
-//! CRC-protected, replaced atomically.
+//! CRC-protected. The checkpoint has two slots written alternately in place (the newest valid one
+//! wins), so writing it needs no new blocks: a log on a full disk can still checkpoint, open and
+//! delete records. The marker is replaced atomically.
 
 use std::path::Path;
 
@@ -9,8 +11,11 @@ use crate::error::{Corruption, Result};
 use crate::failpoint::error_point;
 use crate::format::{
     CHECKPOINT_CRC_POS, CHECKPOINT_FILE, CHECKPOINT_LEN, CHECKPOINT_LOG_START_POS, CHECKPOINT_MAGIC,
-    CHECKPOINT_RECOVERY_POINT_POS, CHECKPOINT_VERSION, CHECKPOINT_VERSION_POS, CLEAN_ACTIVE_BASE_POS,
-    CLEAN_ACTIVE_LEN_POS, CLEAN_CRC_POS, CLEAN_NEXT_OFFSET_POS, CLEAN_SHUTDOWN_FILE, CLEAN_SHUTDOWN_LEN,
+    CHECKPOINT_RECOVERY_POINT_POS, CHECKPOINT_SEQUENCE_POS, CHECKPOINT_SLOT_DATA_LEN, CHECKPOINT_SLOT_LEN,
+    CHECKPOINT_SLOTS, CHECKPOINT_V1_CRC_POS, CHECKPOINT_V1_LEN, CHECKPOINT_V1_LOG_START_POS,
+    CHECKPOINT_V1_RECOVERY_POINT_POS, CHECKPOINT_V1_VERSION, CHECKPOINT_VERSION, CHECKPOINT_VERSION_POS,
+    CLEAN_ACTIVE_BASE_POS, CLEAN_ACTIVE_LEN_POS, CLEAN_CRC_POS, CLEAN_NEXT_OFFSET_POS, CLEAN_SHUTDOWN_FILE,
+    CLEAN_SHUTDOWN_LEN,
 };
 use crate::storage;
 
@@ -23,12 +28,23 @@ pub struct Checkpoint {
     pub recovery_point: u64,
 }
 
+/// A checkpoint as found in the file: its contents and the sequence number of its slot (0 for a
+/// version 1 file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stored {
+    pub checkpoint: Checkpoint,
+    pub sequence: u64,
+    /// Whether the file is a current-version file (else the next write replaces it whole).
+    pub current: bool,
+}
+
 impl Checkpoint {
-    /// The file's bytes.
-    pub fn encode(&self) -> [u8; CHECKPOINT_LEN] {
-        let mut b = [0u8; CHECKPOINT_LEN];
+    /// The data bytes of the slot holding sequence number `sequence`.
+    pub fn encode_slot(&self, sequence: u64) -> [u8; CHECKPOINT_SLOT_DATA_LEN] {
+        let mut b = [0u8; CHECKPOINT_SLOT_DATA_LEN];
         b[..CHECKPOINT_VERSION_POS].copy_from_slice(&CHECKPOINT_MAGIC);
         BigEndian::write_u16(&mut b[CHECKPOINT_VERSION_POS..], CHECKPOINT_VERSION);
+        BigEndian::write_u64(&mut b[CHECKPOINT_SEQUENCE_POS..], sequence);
         BigEndian::write_u64(&mut b[CHECKPOINT_LOG_START_POS..], self.log_start_offset);
         BigEndian::write_u64(&mut b[CHECKPOINT_RECOVERY_POINT_POS..], self.recovery_point);
         let crc = crc32fast::hash(&b[..CHECKPOINT_CRC_POS]);
@@ -36,34 +52,121 @@ impl Checkpoint {
         b
     }
 
-    /// Parses and checks the file's bytes.
-    pub fn decode(b: &[u8]) -> Result<Checkpoint, Corruption> {
-        if b.len() != CHECKPOINT_LEN {
-            return Err(Corruption::BadFile("checkpoint has the wrong length"));
+    /// A whole version 2 file holding `self` as sequence `sequence` (the other slot empty).
+    pub fn encode_file(&self, sequence: u64) -> Vec<u8> {
+        let mut file = vec![0u8; CHECKPOINT_LEN];
+        let at = slot_position(sequence) as usize;
+        file[at..at + CHECKPOINT_SLOT_DATA_LEN].copy_from_slice(&self.encode_slot(sequence));
+        file
+    }
+
+    /// Parses and checks one slot: the checkpoint and its sequence number.
+    pub fn decode_slot(b: &[u8]) -> Result<(Checkpoint, u64), Corruption> {
+        let b = b.get(..CHECKPOINT_SLOT_DATA_LEN).ok_or(Corruption::BadFile("checkpoint slot is too short"))?;
+        if b.iter().all(|&x| x == 0) {
+            return Err(Corruption::BadFile("checkpoint slot is empty"));
         }
         if b[..CHECKPOINT_VERSION_POS] != CHECKPOINT_MAGIC {
-            return Err(Corruption::BadFile("checkpoint has the wrong magic"));
+            return Err(Corruption::BadFile("checkpoint slot has the wrong magic"));
         }
         check_crc(b, CHECKPOINT_CRC_POS)?;
         if BigEndian::read_u16(&b[CHECKPOINT_VERSION_POS..]) != CHECKPOINT_VERSION {
-            return Err(Corruption::BadFile("checkpoint has an unsupported version"));
+            return Err(Corruption::BadFile("checkpoint slot has an unsupported version"));
         }
-        Ok(Checkpoint {
+        let checkpoint = Checkpoint {
             log_start_offset: BigEndian::read_u64(&b[CHECKPOINT_LOG_START_POS..]),
             recovery_point: BigEndian::read_u64(&b[CHECKPOINT_RECOVERY_POINT_POS..]),
-        })
+        };
+        Ok((checkpoint, BigEndian::read_u64(&b[CHECKPOINT_SEQUENCE_POS..])))
+    }
+
+    /// Parses and checks a whole file (version 2, or a version 1 file written by an older strata):
+    /// the newest valid checkpoint in it.
+    pub fn decode(b: &[u8]) -> Result<Checkpoint, Corruption> {
+        decode_file(b).map(|stored| stored.checkpoint)
     }
 
     /// Reads `dir/checkpoint`: `Ok(None)` if absent, `Err` with the reason if unusable.
-    pub(crate) fn read(dir: &Path) -> Result<Option<Result<Checkpoint, Corruption>>> {
-        Ok(storage::read_if_exists(&dir.join(CHECKPOINT_FILE))?.map(|b| Checkpoint::decode(&b)))
+    pub(crate) fn read(dir: &Path) -> Result<Option<Result<Stored, Corruption>>> {
+        Ok(storage::read_if_exists(&dir.join(CHECKPOINT_FILE))?.map(|b| decode_file(&b)))
     }
 
-    /// Replaces `dir/checkpoint` atomically and durably.
+    /// Writes `self` as the newest checkpoint, durably: into the slot after the newest one in
+    /// place (no new blocks), or, if the file is missing, of an older version or unreadable as a
+    /// whole, as a new file replacing it atomically (which needs a block).
     pub(crate) fn write(&self, dir: &Path) -> Result<()> {
-        error_point!("write_checkpoint", dir.join(CHECKPOINT_FILE));
-        storage::write_atomically(dir, CHECKPOINT_FILE, &self.encode())
+        let path = dir.join(CHECKPOINT_FILE);
+        error_point!("write_checkpoint", &path);
+        let stored = match Checkpoint::read(dir)? {
+            Some(Ok(stored)) => Some(stored),
+            // Both slots unreadable: the file keeps its length, so a slot write still fits.
+            Some(Err(_)) => Some(Stored { checkpoint: *self, sequence: 0, current: file_is_current(&path)? }),
+            None => None,
+        };
+        match stored {
+            Some(stored) if stored.current => {
+                let sequence = stored.sequence + 1;
+                storage::overwrite(&path, slot_position(sequence), &self.encode_slot(sequence))
+            }
+            stored => {
+                let sequence = stored.map_or(1, |s| s.sequence + 1);
+                storage::write_atomically(dir, CHECKPOINT_FILE, &self.encode_file(sequence))
+            }
+        }
     }
+}
+
+/// Where the slot of sequence number `sequence` starts.
+fn slot_position(sequence: u64) -> u64 {
+    (sequence % CHECKPOINT_SLOTS as u64) * CHECKPOINT_SLOT_LEN as u64
+}
+
+fn file_is_current(path: &Path) -> Result<bool> {
+    Ok(storage::file_len(path)? == CHECKPOINT_LEN as u64)
+}
+
+/// The newest valid checkpoint in a file's bytes.
+fn decode_file(b: &[u8]) -> Result<Stored, Corruption> {
+    if b.len() == CHECKPOINT_V1_LEN {
+        return decode_v1(b).map(|checkpoint| Stored { checkpoint, sequence: 0, current: false });
+    }
+    if b.len() != CHECKPOINT_LEN {
+        return Err(Corruption::BadFile("checkpoint has the wrong length"));
+    }
+    let slots = b.chunks_exact(CHECKPOINT_SLOT_LEN).map(Checkpoint::decode_slot);
+    let mut newest: Option<(Checkpoint, u64)> = None;
+    let mut first_error = None;
+    for slot in slots {
+        match slot {
+            Ok((checkpoint, sequence)) if newest.is_none_or(|(_, s)| sequence > s) => {
+                newest = Some((checkpoint, sequence));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match (newest, first_error) {
+        (Some((checkpoint, sequence)), _) => Ok(Stored { checkpoint, sequence, current: true }),
+        (None, Some(e)) => Err(e),
+        (None, None) => Err(Corruption::BadFile("checkpoint has no valid slot")),
+    }
+}
+
+/// A version 1 file: magic, version 1, log start, recovery point, CRC.
+fn decode_v1(b: &[u8]) -> Result<Checkpoint, Corruption> {
+    if b[..CHECKPOINT_VERSION_POS] != CHECKPOINT_MAGIC {
+        return Err(Corruption::BadFile("checkpoint has the wrong magic"));
+    }
+    check_crc(b, CHECKPOINT_V1_CRC_POS)?;
+    if BigEndian::read_u16(&b[CHECKPOINT_VERSION_POS..]) != CHECKPOINT_V1_VERSION {
+        return Err(Corruption::BadFile("checkpoint has an unsupported version"));
+    }
+    Ok(Checkpoint {
+        log_start_offset: BigEndian::read_u64(&b[CHECKPOINT_V1_LOG_START_POS..]),
+        recovery_point: BigEndian::read_u64(&b[CHECKPOINT_V1_RECOVERY_POINT_POS..]),
+    })
 }
 
 /// The contents of `.clean-shutdown`: the log's exact end at a clean close.
@@ -124,17 +227,69 @@ mod tests {
     use super::*;
 
     #[test]
-    fn checkpoint_round_trip_and_damage() {
+    fn checkpoint_slot_round_trip_and_damage() {
         let cp = Checkpoint { log_start_offset: 17, recovery_point: 1 << 50 };
-        let bytes = cp.encode();
+        let bytes = cp.encode_slot(9);
         assert_eq!(&bytes[..4], b"SLCP");
-        assert_eq!(Checkpoint::decode(&bytes), Ok(cp));
+        assert_eq!(Checkpoint::decode_slot(&bytes), Ok((cp, 9)));
         for i in 0..bytes.len() {
             let mut damaged = bytes;
             damaged[i] ^= 0x10;
-            assert!(Checkpoint::decode(&damaged).is_err(), "damage at byte {i} accepted");
+            assert!(Checkpoint::decode_slot(&damaged).is_err(), "damage at byte {i} accepted");
         }
-        assert!(Checkpoint::decode(&bytes[..25]).is_err());
+        assert!(Checkpoint::decode_slot(&bytes[..25]).is_err());
+    }
+
+    #[test]
+    fn the_newest_valid_slot_wins() {
+        let (old, new) = (
+            Checkpoint { log_start_offset: 1, recovery_point: 10 },
+            Checkpoint { log_start_offset: 1, recovery_point: 20 },
+        );
+        let mut file = old.encode_file(4);
+        let at = slot_position(5) as usize;
+        file[at..at + CHECKPOINT_SLOT_DATA_LEN].copy_from_slice(&new.encode_slot(5));
+        assert_eq!(Checkpoint::decode(&file), Ok(new));
+        // A torn write of the newer slot: the older one is used.
+        file[at + CHECKPOINT_LOG_START_POS] ^= 1;
+        assert_eq!(Checkpoint::decode(&file), Ok(old));
+        assert!(Checkpoint::decode(&vec![0u8; CHECKPOINT_LEN]).is_err(), "no valid slot");
+    }
+
+    #[test]
+    fn version_1_files_are_read_and_replaced_by_version_2() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut v1 = [0u8; CHECKPOINT_V1_LEN];
+        v1[..4].copy_from_slice(b"SLCP");
+        BigEndian::write_u16(&mut v1[4..], 1);
+        BigEndian::write_u64(&mut v1[6..], 3);
+        BigEndian::write_u64(&mut v1[14..], 8);
+        let crc = crc32fast::hash(&v1[..22]);
+        BigEndian::write_u32(&mut v1[22..], crc);
+        std::fs::write(dir.path().join(CHECKPOINT_FILE), v1).expect("write v1");
+        let read = Checkpoint::read(dir.path()).expect("read").expect("present").expect("valid");
+        assert_eq!(read.checkpoint, Checkpoint { log_start_offset: 3, recovery_point: 8 });
+        let next = Checkpoint { log_start_offset: 3, recovery_point: 9 };
+        next.write(dir.path()).expect("write");
+        let len = std::fs::metadata(dir.path().join(CHECKPOINT_FILE)).expect("stat").len();
+        assert_eq!(len, CHECKPOINT_LEN as u64, "rewritten as version 2");
+        assert_eq!(Checkpoint::read(dir.path()).expect("read").expect("present").expect("valid").checkpoint, next);
+    }
+
+    #[test]
+    fn writes_alternate_slots_in_place() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert_eq!(Checkpoint::read(dir.path()).expect("read"), None);
+        for point in 1..=5 {
+            let cp = Checkpoint { log_start_offset: 0, recovery_point: point };
+            cp.write(dir.path()).expect("write");
+            let stored = Checkpoint::read(dir.path()).expect("read").expect("present").expect("valid");
+            assert_eq!((stored.checkpoint, stored.sequence), (cp, point));
+        }
+        let bytes = std::fs::read(dir.path().join(CHECKPOINT_FILE)).expect("read");
+        let slots: Vec<_> =
+            bytes.chunks_exact(CHECKPOINT_SLOT_LEN).map(|s| Checkpoint::decode_slot(s).expect("slot")).collect();
+        assert_eq!(slots.iter().map(|(_, seq)| *seq).collect::<Vec<_>>(), [4, 5], "the two newest, one per slot");
     }
 
     #[test]
@@ -145,14 +300,5 @@ mod tests {
         let mut damaged = bytes;
         damaged[3] ^= 1;
         assert!(matches!(CleanShutdown::decode(&damaged), Err(Corruption::CrcMismatch { .. })));
-    }
-
-    #[test]
-    fn files_are_written_and_read_back() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        assert_eq!(Checkpoint::read(dir.path()).expect("read"), None);
-        let cp = Checkpoint { log_start_offset: 1, recovery_point: 2 };
-        cp.write(dir.path()).expect("write");
-        assert_eq!(Checkpoint::read(dir.path()).expect("read"), Some(Ok(cp)));
     }
 }

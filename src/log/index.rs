@@ -5,8 +5,9 @@ use std::fmt::Debug;
 use std::marker::PhantomData;
 use std::path::Path;
 
+use crate::config::ReadPath;
 use crate::error::Result;
-use crate::storage::MappedFile;
+use crate::storage::{INDEX_ADVICE, MappedFile};
 
 /// A fixed-size index entry.
 pub(crate) trait IndexEntry: Copy + Eq + Debug {
@@ -32,33 +33,45 @@ pub(crate) struct SparseIndex<E> {
 
 impl<E: IndexEntry> SparseIndex<E> {
     /// Creates an empty index file preallocated to `index_bytes` rounded down to whole entries.
-    pub(crate) fn create(path: &Path, index_bytes: u64) -> Result<SparseIndex<E>> {
+    pub(crate) fn create(path: &Path, index_bytes: u64, reads: ReadPath) -> Result<SparseIndex<E>> {
         let max_entries = index_bytes / E::LEN as u64;
-        let file = MappedFile::create(path, max_entries * E::LEN as u64)?;
+        let file = MappedFile::create(path, max_entries * E::LEN as u64, reads, INDEX_ADVICE)?;
         Ok(SparseIndex { file, max_entries, _entry: PhantomData })
     }
 
-    /// Opens an index holding `entries` entries for further appends.
-    pub(crate) fn open_writable(path: &Path, entries: u64, index_bytes: u64) -> Result<SparseIndex<E>> {
+    /// Opens an index holding `entries` entries for further appends (on a full disk, without
+    /// re-extending it: [`SparseIndex::ensure_capacity`] does before the next entry).
+    pub(crate) fn open_writable(
+        path: &Path,
+        entries: u64,
+        index_bytes: u64,
+        reads: ReadPath,
+    ) -> Result<SparseIndex<E>> {
         let max_entries = (index_bytes / E::LEN as u64).max(entries);
-        let file = MappedFile::open_writable(path, entries * E::LEN as u64, max_entries * E::LEN as u64)?;
+        let (len, capacity) = (entries * E::LEN as u64, max_entries * E::LEN as u64);
+        let file = MappedFile::open_writable(path, len, capacity, reads, INDEX_ADVICE)?;
         Ok(SparseIndex { file, max_entries, _entry: PhantomData })
     }
 
-    /// An index read with `pread` (a read-only open); a missing file is an empty index.
-    pub(crate) fn open_pread(path: &Path) -> Result<SparseIndex<E>> {
-        let file = match std::fs::metadata(path) {
-            Ok(meta) => MappedFile::open_pread(path, meta.len() / E::LEN as u64 * E::LEN as u64)?,
-            Err(_) => MappedFile::open_sealed(path, 0),
-        };
-        let max_entries = file.len() / E::LEN as u64;
-        Ok(SparseIndex { file, max_entries, _entry: PhantomData })
+    /// An index of a read-only open, read with `pread` and opened at each read (it holds no
+    /// descriptor); a missing file is an empty index.
+    pub(crate) fn open_pread(path: &Path) -> SparseIndex<E> {
+        let len = std::fs::metadata(path).map_or(0, |meta| meta.len() / E::LEN as u64 * E::LEN as u64);
+        let file = MappedFile::open_sealed(path, len, ReadPath::Pread);
+        SparseIndex { file, max_entries: len / E::LEN as u64, _entry: PhantomData }
     }
 
-    /// A sealed index of `entries` entries, mapped at first use.
-    pub(crate) fn open_sealed(path: &Path, entries: u64) -> SparseIndex<E> {
-        let file = MappedFile::open_sealed(path, entries * E::LEN as u64);
+    /// A sealed index of `entries` entries, read at first use.
+    pub(crate) fn open_sealed(path: &Path, entries: u64, reads: ReadPath) -> SparseIndex<E> {
+        let file = MappedFile::open_sealed(path, entries * E::LEN as u64, reads);
         SparseIndex { file, max_entries: entries, _entry: PhantomData }
+    }
+
+    /// Makes sure the file has room for every entry it may hold (an index opened on a full disk
+    /// was not re-extended). `Error::DiskFull` if it cannot; nothing is written then.
+    pub(crate) fn ensure_capacity(&self) -> Result<()> {
+        let wanted = self.max_entries * E::LEN as u64;
+        if self.file.capacity() < wanted { self.file.grow(wanted) } else { Ok(()) }
     }
 
     pub(crate) fn entries(&self) -> u64 {
@@ -97,12 +110,30 @@ impl<E: IndexEntry> SparseIndex<E> {
     /// The last entry for which `at_or_before` holds, which must be true for a prefix of the entries.
     pub(crate) fn floor(&self, at_or_before: impl Fn(&E) -> bool) -> Result<Option<E>> {
         let n = self.entries() as usize;
+        if self.file.window_len() < (n * E::LEN) as u64 {
+            return self.floor_by_probes(n, at_or_before);
+        }
         let found = self.file.read_with(0, n * E::LEN, |bytes| {
             let entry = |i: usize| E::decode_from(&bytes[i * E::LEN..]);
             let count = partition_point(n, |i| at_or_before(&entry(i)));
             count.checked_sub(1).map(entry)
         })?;
         Ok(found.flatten())
+    }
+
+    /// [`SparseIndex::floor`] reading one entry per step of the binary search (a large index read
+    /// with `pread`: a few small reads instead of the whole file).
+    fn floor_by_probes(&self, n: usize, at_or_before: impl Fn(&E) -> bool) -> Result<Option<E>> {
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let Some(entry) = self.get(mid as u64)? else { return Ok(None) };
+            if at_or_before(&entry) { lo = mid + 1 } else { hi = mid }
+        }
+        match lo.checked_sub(1) {
+            Some(i) => self.get(i as u64),
+            None => Ok(None),
+        }
     }
 
     /// Every entry, for sanity checks and dumps.
@@ -113,9 +144,10 @@ impl<E: IndexEntry> SparseIndex<E> {
         Ok(entries.unwrap_or_default())
     }
 
-    /// Trims the file to its entries and drops the writable map.
+    /// Trims the file to its entries and closes it (an index is derived: a crash before the
+    /// flush leaves one that fails its sanity check and is rebuilt).
     pub(crate) fn seal(&self) -> Result<()> {
-        self.file.seal()
+        self.file.seal_derived()
     }
 
     /// Points a sealed index at a rebuilt file of `len` bytes renamed over its path.

@@ -6,7 +6,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::config::LogConfig;
+use crate::config::{LogConfig, ReadPath};
 use crate::error::{Corruption, Error, Result};
 use crate::failpoint::crash_point;
 use crate::format::{
@@ -120,10 +120,10 @@ pub(crate) fn load_read_only(dir: &Path, config: &LogConfig) -> Result<Loaded> {
     };
     let mut segments = Vec::with_capacity(files.len());
     for pair in files.windows(2) {
-        segments.push(LogSegment::open_read_only(dir, pair[0].base, pair[0].len, pair[1].base, config)?);
+        segments.push(LogSegment::open_read_only(dir, pair[0].base, pair[0].len, pair[1].base, config));
     }
     let scan = scan_file(dir, *last, config, Access::Pread)?;
-    segments.push(LogSegment::open_read_only(dir, last.base, scan.valid_len, scan.next_offset, config)?);
+    segments.push(LogSegment::open_read_only(dir, last.base, scan.valid_len, scan.next_offset, config));
     let report = RecoveryReport {
         segments_loaded: segments.len() as u64,
         segments_scanned: 1,
@@ -139,7 +139,7 @@ pub(crate) fn load_read_only(dir: &Path, config: &LogConfig) -> Result<Loaded> {
 /// Step 1: the checkpoint. A missing or damaged one means "scan everything" (logged).
 fn read_checkpoint(dir: &Path) -> Result<Option<Checkpoint>> {
     match Checkpoint::read(dir)? {
-        Some(Ok(checkpoint)) => Ok(Some(checkpoint)),
+        Some(Ok(stored)) => Ok(Some(stored.checkpoint)),
         Some(Err(reason)) => {
             tracing::warn!(dir = %dir.display(), %reason, "checkpoint is unreadable; recovering from the first segment");
             Ok(None)
@@ -273,8 +273,8 @@ pub(crate) enum Access {
 pub(crate) fn scan_file(dir: &Path, file: SegmentFile, config: &LogConfig, access: Access) -> Result<walk::Scan> {
     let path = SegmentPaths::new(dir, file.base).log;
     let reader = match access {
-        Access::Mapped => MappedFile::open_sealed(&path, file.len),
-        Access::Pread => MappedFile::open_pread(&path, file.len)?,
+        Access::Mapped => MappedFile::open_sealed(&path, file.len, config.read_path),
+        Access::Pread => MappedFile::open_sealed(&path, file.len, ReadPath::Pread),
     };
     let scan = walk::scan(&reader, file.len, file.base, config.index_interval_bytes)?;
     reader.retire();

@@ -31,8 +31,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use fs2::FileExt;
-
 pub use batch::{BatchHeader, Header, Record, encode_batch};
 pub use checkpoint::{Checkpoint, CleanShutdown};
 pub use cleaner::CompactionReport;
@@ -615,13 +613,9 @@ pub(crate) fn lock_dir(dir: &Path) -> Result<File> {
         .write(true)
         .open(&path)
         .map_err(Error::io("create lock file", &path))?;
-    match file.try_lock_exclusive() {
+    match file.try_lock() {
         Ok(()) => Ok(file),
-        Err(e)
-            if e.kind() == ErrorKind::WouldBlock || e.raw_os_error() == fs2::lock_contended_error().raw_os_error() =>
-        {
-            Err(Error::Locked { path })
-        }
-        Err(e) => Err(Error::io("lock", &path)(e)),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked { path }),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock", &path)(e)),
     }
 }

@@ -65,7 +65,7 @@ mod tests {
     #[test]
     fn lookup_at_and_between_entries() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let index = OffsetIndex::create(&dir.path().join("i"), 1024).expect("create");
+        let index = OffsetIndex::create(&dir.path().join("i"), 1024, crate::config::ReadPath::Mmap).expect("create");
         assert_eq!(index.lookup(100, 150).expect("lookup"), None, "empty index: start at 0");
         for (rel, pos) in [(10, 4000), (20, 8100), (30, 12_300)] {
             index.append(OffsetEntry { relative_offset: rel, position: pos }).expect("append");

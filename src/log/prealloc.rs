@@ -6,7 +6,6 @@
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 
-use fs2::FileExt;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -116,9 +115,18 @@ impl Preallocator {
     fn prepare(&self, n: u64) -> Result<u64> {
         let capacity = self.config.segment_bytes;
         if self.config.min_free_bytes > 0 {
-            let available = fs2::available_space(&self.dir).map_err(Error::io("statvfs", &self.dir))?;
-            if available < capacity + self.config.min_free_bytes {
-                return Err(Error::DiskFull { path: self.dir.clone(), needed: capacity, available });
+            let available = storage::available_space(&self.dir)?;
+            let needed = capacity + self.config.min_free_bytes;
+            if available < needed {
+                let advice = "free space, or lower segment_bytes or min_free_bytes";
+                let path = self.dir.clone();
+                return Err(Error::DiskFull {
+                    op: "preallocate",
+                    path,
+                    needed: Some(needed),
+                    available: Some(available),
+                    advice,
+                });
             }
         }
         let index_capacity = |entry: u64| self.config.index_bytes / entry * entry;
@@ -131,7 +139,8 @@ impl Preallocator {
                 .create_new(true)
                 .open(&path)
                 .map_err(Error::io("create", &path))?;
-            file.allocate(size).map_err(Error::io("fallocate", &path))?;
+            let advice = if *suffix == LOG_SUFFIX { storage::SEGMENT_ADVICE } else { storage::INDEX_ADVICE };
+            storage::allocate(&file, &path, size, advice)?;
         }
         Ok(capacity)
     }

@@ -54,7 +54,7 @@ pub(crate) fn recover(
         report.acknowledged_records_lost += lost_up_to.saturating_sub(end.next_offset);
         keep_corrupt(dir, &path, report)?;
         // Lower the recovery point first, so a crash during the cut cannot resurrect the claim.
-        let start = Checkpoint::read(dir)?.and_then(Result::ok).map_or(0, |c| c.log_start_offset);
+        let start = Checkpoint::read(dir)?.and_then(Result::ok).map_or(0, |c| c.checkpoint.log_start_offset);
         Checkpoint { log_start_offset: start, recovery_point: end.next_offset }.write(dir)?;
     } else if let Some(reason) = &end.reason {
         tracing::warn!(file = %path.display(), position = cut.1.valid_len, %reason, "torn tail: the log ends here");
@@ -202,7 +202,7 @@ fn cut_data(dir: &Path, file: SegmentFile, scan: &Scan) -> Result<u64> {
 /// The position after the last non-zero byte of a segment file from `from` on.
 fn data_end(dir: &Path, file: SegmentFile, from: u64) -> Result<u64> {
     let path = SegmentPaths::new(dir, file.base).log;
-    let reader = MappedFile::open_sealed(&path, file.len);
+    let reader = MappedFile::open_sealed(&path, file.len, crate::config::ReadPath::Pread);
     let end = walk::nonzero_end(&reader, from, file.len);
     reader.retire();
     end

@@ -5,7 +5,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
@@ -71,9 +70,9 @@ impl Shared {
         if start <= self.start_offset() {
             return Ok((self.start_offset(), 0));
         }
-        // The checkpoint first: from here on no crash brings the records below `start` back.
-        self.start_offset.store(start, Ordering::SeqCst);
-        self.write_checkpoint()?;
+        // The checkpoint first: from here on no crash brings the records below `start` back. A
+        // failure (a full disk, say) changes nothing.
+        self.write_checkpoint_new_start(start, None)?;
         let doomed: Vec<Arc<LogSegment>> = sealed.into_iter().take_while(|s| s.next_offset() <= start).collect();
         let deleted = doomed.len() as u64;
         self.remove_whole(&structure, doomed)?;

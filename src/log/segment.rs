@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use parking_lot::Mutex;
 
 use crate::config::LogConfig;
+use crate::config::ReadPath;
 use crate::error::{Corruption, Error, Result};
 use crate::failpoint::{crash_point, error_point};
 use crate::format::{BATCH_HEADER_LEN, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, file_name};
@@ -18,7 +19,7 @@ use crate::log::index_plan::{IndexPlanner, PlannedIndexes, write_index_files};
 use crate::log::offset_index::{OffsetEntry, OffsetIndex};
 use crate::log::time_index::{TimeEntry, TimeIndex};
 use crate::log::walk::{BatchPos, Stop, scan, walk_file};
-use crate::storage::{self, MappedFile};
+use crate::storage::{self, MappedFile, SEGMENT_ADVICE};
 
 /// The three file paths of the segment starting at `base_offset`.
 #[derive(Debug, Clone)]
@@ -81,9 +82,10 @@ impl LogSegment {
         let paths = SegmentPaths::new(dir, base_offset);
         let created = (|| {
             error_point!("create_segment", &paths.log);
-            let log = MappedFile::create(&paths.log, config.segment_bytes.max(min_bytes))?;
-            let offset_index = OffsetIndex::create(&paths.index, config.index_bytes)?;
-            let time_index = TimeIndex::create(&paths.time_index, config.index_bytes)?;
+            let reads = config.read_path;
+            let log = MappedFile::create(&paths.log, config.segment_bytes.max(min_bytes), reads, SEGMENT_ADVICE)?;
+            let offset_index = OffsetIndex::create(&paths.index, config.index_bytes, reads)?;
+            let time_index = TimeIndex::create(&paths.time_index, config.index_bytes, reads)?;
             Ok((log, offset_index, time_index))
         })();
         let (log, offset_index, time_index) = created.inspect_err(|_| {
@@ -104,9 +106,10 @@ impl LogSegment {
     /// preallocated segment just renamed into place).
     pub(crate) fn open_fresh(dir: &Path, base_offset: u64, config: &LogConfig) -> Result<LogSegment> {
         let paths = SegmentPaths::new(dir, base_offset);
-        let log = MappedFile::open_writable(&paths.log, 0, config.segment_bytes)?;
-        let offset_index = OffsetIndex::open_writable(&paths.index, 0, config.index_bytes)?;
-        let time_index = TimeIndex::open_writable(&paths.time_index, 0, config.index_bytes)?;
+        let reads = config.read_path;
+        let log = MappedFile::open_writable(&paths.log, 0, config.segment_bytes, reads, SEGMENT_ADVICE)?;
+        let offset_index = OffsetIndex::open_writable(&paths.index, 0, config.index_bytes, reads)?;
+        let time_index = TimeIndex::open_writable(&paths.time_index, 0, config.index_bytes, reads)?;
         let writer = SegmentWriter { planner: IndexPlanner::default(), first_batch_timestamp: None };
         let segment =
             LogSegment::assemble(base_offset, log, offset_index, time_index, base_offset, Some(writer), config);
@@ -124,15 +127,13 @@ impl LogSegment {
         config: &LogConfig,
     ) -> Result<LogSegment> {
         let paths = SegmentPaths::new(dir, base_offset);
-        let entries = |p: &Path, len| Ok::<_, Error>(file_len(p)? / len as u64);
-        let offset_index =
-            OffsetIndex::open_writable(&paths.index, entries(&paths.index, OffsetEntry::LEN)?, config.index_bytes)?;
-        let time_index = TimeIndex::open_writable(
-            &paths.time_index,
-            entries(&paths.time_index, TimeEntry::LEN)?,
-            config.index_bytes,
-        )?;
-        let log = MappedFile::open_writable(&paths.log, log_len, config.segment_bytes)?;
+        let entries = |p: &Path, len| Ok::<_, Error>(storage::file_len(p)? / len as u64);
+        let reads = config.read_path;
+        let index_entries = entries(&paths.index, OffsetEntry::LEN)?;
+        let offset_index = OffsetIndex::open_writable(&paths.index, index_entries, config.index_bytes, reads)?;
+        let time_entries = entries(&paths.time_index, TimeEntry::LEN)?;
+        let time_index = TimeIndex::open_writable(&paths.time_index, time_entries, config.index_bytes, reads)?;
+        let log = MappedFile::open_writable(&paths.log, log_len, config.segment_bytes, reads, SEGMENT_ADVICE)?;
         let mut segment = LogSegment::assemble(base_offset, log, offset_index, time_index, next_offset, None, config);
         *segment.writer.get_mut() = Some(segment.resume_writer()?);
         *segment.seal_state.get_mut() = SealState::Active;
@@ -152,9 +153,10 @@ impl LogSegment {
         config: &LogConfig,
     ) -> LogSegment {
         let paths = SegmentPaths::new(dir, base_offset);
-        let offset_index = OffsetIndex::open_sealed(&paths.index, 0);
-        let time_index = TimeIndex::open_sealed(&paths.time_index, 0);
-        let log = MappedFile::open_sealed(&paths.log, log_len);
+        let reads = config.read_path;
+        let offset_index = OffsetIndex::open_sealed(&paths.index, 0, reads);
+        let time_index = TimeIndex::open_sealed(&paths.time_index, 0, reads);
+        let log = MappedFile::open_sealed(&paths.log, log_len, reads);
         LogSegment::assemble(base_offset, log, offset_index, time_index, next_offset, None, config)
     }
 
@@ -176,21 +178,22 @@ impl LogSegment {
         Ok(())
     }
 
-    /// A segment of a read-only open: every file read with `pread`, never mapped or written.
+    /// A segment of a read-only open: every file read with `pread`, never mapped or written, and
+    /// opened only for each read (a read-only open of thousands of segments holds no descriptor).
     pub(crate) fn open_read_only(
         dir: &Path,
         base_offset: u64,
         log_len: u64,
         next_offset: u64,
         config: &LogConfig,
-    ) -> Result<LogSegment> {
+    ) -> LogSegment {
         let paths = SegmentPaths::new(dir, base_offset);
-        let offset_index = OffsetIndex::open_pread(&paths.index)?;
-        let time_index = TimeIndex::open_pread(&paths.time_index)?;
-        let log = MappedFile::open_pread(&paths.log, log_len)?;
+        let offset_index = OffsetIndex::open_pread(&paths.index);
+        let time_index = TimeIndex::open_pread(&paths.time_index);
+        let log = MappedFile::open_sealed(&paths.log, log_len, ReadPath::Pread);
         let mut segment = LogSegment::assemble(base_offset, log, offset_index, time_index, next_offset, None, config);
         segment.read_only = true;
-        Ok(segment)
+        segment
     }
 
     fn assemble(
@@ -290,11 +293,17 @@ impl LogSegment {
             || too_old
     }
 
-    /// Makes room for `bytes` more bytes (an empty segment taking a batch larger than it). A failure
-    /// here leaves nothing stored.
-    pub(crate) fn reserve(&self, bytes: u64) -> Result<()> {
+    /// Makes room for `bytes` more bytes: an empty segment taking a batch larger than it, or a
+    /// segment opened on a full disk without its preallocation taking its first append (then the
+    /// indexes are re-extended too). A failure here (`Error::DiskFull`) leaves nothing stored.
+    pub(crate) fn reserve(&self, bytes: u64, segment_bytes: u64) -> Result<()> {
         let needed = self.size() + bytes;
-        if needed > self.log.capacity() { self.log.grow(needed) } else { Ok(()) }
+        if needed > self.log.capacity() {
+            self.log.grow(needed.max(segment_bytes))?;
+            self.offset_index.ensure_capacity()?;
+            self.time_index.ensure_capacity()?;
+        }
+        Ok(())
     }
 
     /// Appends a validated, stamped batch and publishes it. The caller serialises appends.
@@ -730,10 +739,6 @@ fn check_index<E: IndexEntry>(index: &SparseIndex<E>) -> Result<Vec<E>, String> 
         return Err(format!("{} of {} entries are unused (index not trimmed)", entries.len() - used, entries.len()));
     }
     Ok(entries)
-}
-
-fn file_len(path: &Path) -> Result<u64> {
-    Ok(std::fs::metadata(path).map_err(Error::io("stat", path))?.len())
 }
 
 #[cfg(test)]

@@ -470,25 +470,55 @@ impl Shared {
 
     /// Writes the checkpoint with the durable offset as recovery point (never moving it back).
     pub(crate) fn write_checkpoint(&self) -> Result<()> {
-        self.write_checkpoint_capped(u64::MAX)
+        self.store_checkpoint(|current, durable| Checkpoint {
+            log_start_offset: current.log_start_offset,
+            recovery_point: current.recovery_point.max(durable),
+        })
     }
 
     /// Writes the checkpoint with the recovery point at most `cap`: a truncation lowers it to the
     /// cut before it changes any file, so no crash can claim the removed records durable.
     pub(crate) fn write_checkpoint_capped(&self, cap: u64) -> Result<()> {
+        self.store_checkpoint(|current, durable| Checkpoint {
+            log_start_offset: current.log_start_offset,
+            recovery_point: current.recovery_point.max(durable).min(cap),
+        })
+    }
+
+    /// Writes the checkpoint with a new log start offset (and, for a reset, the recovery point
+    /// `recovery_point`), then publishes the start to readers: from here no crash brings the
+    /// records below it back.
+    pub(crate) fn write_checkpoint_new_start(&self, start: u64, recovery_point: Option<u64>) -> Result<()> {
+        self.store_checkpoint(|current, durable| Checkpoint {
+            log_start_offset: start,
+            recovery_point: recovery_point.unwrap_or(current.recovery_point.max(durable)),
+        })
+    }
+
+    /// Writes the checkpoint `next(current, durable offset)` and, once it is durable, publishes its
+    /// log start offset, all under the checkpoint lock (so no concurrent write can store an older
+    /// start after a newer one). A failed write is an ordinary error (DESIGN.md §8): nothing is
+    /// poisoned, the recovery point stays where the file has it, and the next write retries.
+    fn store_checkpoint(&self, next: impl FnOnce(&Checkpoint, u64) -> Checkpoint) -> Result<()> {
         let mut checkpoint = self.checkpoint.lock();
         if self.is_poisoned() {
             return Err(Error::Poisoned);
         }
-        let next = Checkpoint {
-            log_start_offset: self.start_offset(),
-            recovery_point: checkpoint.recovery_point.max(self.durable_offset()).min(cap),
-        };
+        let next = next(&checkpoint, self.durable_offset());
+        debug_assert!(
+            next.recovery_point <= self.durable_offset().max(next.log_start_offset),
+            "recovery point only over durable data"
+        );
         if next == *checkpoint {
             return Ok(());
         }
-        next.write(&self.dir).map_err(|e| self.poison(e))?;
+        if let Err(error) = next.write(&self.dir) {
+            Counters::add(&self.counters.checkpoint_failures, 1);
+            tracing::warn!(dir = %self.dir.display(), %error, "writing the checkpoint failed; the recovery point stays lower until a write succeeds");
+            return Err(error);
+        }
         Counters::add(&self.counters.checkpoints, 1);
+        self.start_offset.store(next.log_start_offset, Ordering::SeqCst);
         *checkpoint = next;
         Ok(())
     }

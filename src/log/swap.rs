@@ -89,7 +89,7 @@ fn complete_swap(
 /// fsynced before it was renamed to `.swap`, and the segments it replaces may already be gone.
 fn swap_end(path: &Path, base: u64, config: &LogConfig) -> Result<u64> {
     let len = fs::metadata(path).map_err(Error::io("stat", path))?.len();
-    let file = MappedFile::open_sealed(path, len);
+    let file = MappedFile::open_sealed(path, len, config.read_path);
     let scan = walk::scan(&file, len, base, config.index_interval_bytes)?;
     file.retire();
     let scan = scan.ok_or_else(|| Error::io("scan", path)(std::io::ErrorKind::NotFound.into()))?;

@@ -71,7 +71,7 @@ mod tests {
     #[test]
     fn lookup_finds_a_safe_starting_offset() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let index = TimeIndex::create(&dir.path().join("t"), 1200).expect("create");
+        let index = TimeIndex::create(&dir.path().join("t"), 1200, crate::config::ReadPath::Mmap).expect("create");
         assert_eq!(index.lookup(50, 1000).expect("lookup"), None);
         for (ts, rel) in [(1000, 5), (2000, 9), (3000, 9)] {
             index.append(TimeEntry { timestamp_ms: ts, relative_offset: rel }).expect("append");

@@ -65,6 +65,10 @@ impl Shared {
             return Ok(start);
         }
         let kept = segment.indexes_before(at.position, cut)?;
+        // The recovery point comes down first, so no crash can claim the removed records durable.
+        // A failure here changes nothing (the log is not poisoned).
+        self.write_checkpoint_capped(cut)?;
+        crash_point!("truncate_after_checkpoint");
         let saved = self.move_offsets(cut);
         // Readers of the cut segment finish before any byte of it changes; later segments only
         // change names, so their readers carry on.
@@ -83,8 +87,8 @@ impl Shared {
         Ok(cut)
     }
 
-    /// Steps 4–6 of §9 once the cut segment is retired: the checkpoint, later segments renamed
-    /// `.deleted`, the cut segment cut and reopened as the active segment.
+    /// Steps 5–6 of §9 once the checkpoint is lowered and the cut segment retired: later segments
+    /// renamed `.deleted`, the cut segment cut and reopened as the active segment.
     fn cut_suffix(
         &self,
         structure: &StructureGuard<'_>,
@@ -93,8 +97,6 @@ impl Shared {
         cut: u64,
         kept: &PlannedIndexes,
     ) -> Result<Arc<LogSegment>> {
-        self.write_checkpoint_capped(cut)?;
-        crash_point!("truncate_after_checkpoint");
         let base = segment.base_offset();
         let later = self.segments.from(base + 1);
         self.remove_whole(structure, later)?;
@@ -126,11 +128,12 @@ impl Shared {
     /// The reset itself, with the append lock (`app`), the structure lock and the rounds held. A
     /// failure poisons the log.
     fn reset_locked(&self, structure: &StructureGuard<'_>, app: &mut Appender, offset: u64) -> Result<()> {
+        // The checkpoint first (log start = recovery point = `offset`); a failure there changes
+        // nothing. Any failure after it poisons the log.
+        self.write_checkpoint_new_start(offset, Some(offset))?;
+        crash_point!("reset_after_checkpoint");
         let result = (|| {
             self.move_offsets(offset);
-            self.start_offset.store(offset, Ordering::SeqCst);
-            self.write_checkpoint_capped(offset)?;
-            crash_point!("reset_after_checkpoint");
             // The new segment may take the name of an old one: rename the old ones first.
             self.remove_whole(structure, self.segments.all())?;
             let active = Arc::new(LogSegment::create(&self.dir, offset, &self.config, 0)?);

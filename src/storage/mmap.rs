@@ -1,8 +1,10 @@
 #![allow(unsafe_code)] // The crate's mmap unsafe lives here, each block with its SAFETY argument.
 
-//! `MappedFile`: an append-only file, preallocated with fallocate, appended to with `pwrite` and
-//! read through short-lived slices of a shared mapping. This file holds the crate's mmap `unsafe`;
-//! the rules that make it sound are DESIGN.md §5:
+//! `MappedFile`: an append-only file, preallocated with fallocate, appended to with `pwrite`, and
+//! read either through short-lived slices of a shared read-only mapping (`ReadPath::Mmap`, the
+//! default) or with `pread` (`ReadPath::Pread`: reads that cannot fault, for a directory other
+//! tools may truncate files in). This file holds the crate's mmap `unsafe`; the rules that make it
+//! sound are DESIGN.md §5:
 //!
 //! - Readers only see bytes below the *published length* (`len`, stored with Release after the bytes
 //!   are written, loaded with Acquire). The single appender (serialised by `append_lock`) only writes
@@ -10,85 +12,118 @@
 //! - A slice lives only inside [`MappedFile::read_with`]'s closure, under the state's read lock.
 //!   Everything that unmaps, shrinks or rewrites published bytes (seal, grow, retire) takes the write
 //!   lock first, so it waits for those slices to end.
-//! - The file is never shorter than the published length while mapped: the map of a file being
-//!   appended to covers a file preallocated with fallocate, a sealed file's map is created only
-//!   after checking the file's length, and a file is trimmed only after its first map is dropped.
+//! - The file is never shorter than the published length while mapped by us: the map of a file
+//!   being appended to covers a file preallocated with fallocate (checked at open), a sealed file's
+//!   map is created only after checking the file's length, and a file is trimmed only after its
+//!   writable map is dropped. Another process truncating a mapped file is outside these rules: a
+//!   read past its new end is a SIGBUS; `ReadPath::Pread` is for directories where that can happen.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use fs2::FileExt;
 use memmap2::{MmapOptions, MmapRaw};
 use parking_lot::{Mutex, RwLock};
 
+use crate::config::ReadPath;
 use crate::error::{Corruption, Error, Result};
 use crate::failpoint::error_point;
+use crate::storage::allocate;
 
-/// Bytes a `pread` file is read in at once.
+/// Bytes a `pread` file is read in at once by walks that read everything.
 const PREAD_WINDOW: u64 = 1 << 20;
 
-/// An append-only, memory-mapped file (a segment's `.log`, `.index` or `.timeindex`).
+/// An append-only file (a segment's `.log`, `.index` or `.timeindex`).
 #[derive(Debug)]
 pub(crate) struct MappedFile {
+    /// The file's current name; held while the file is opened by name, so a rename (to
+    /// `.deleted`, with another file taking the old name) never makes a reader open the wrong one.
     path: Mutex<PathBuf>,
     state: RwLock<State>,
     /// Published length: readers may read `[0, len)`.
     len: AtomicU64,
     /// Serialises appenders so exactly one thread writes above `len`.
     append_lock: Mutex<()>,
+    reads: ReadPath,
+    /// What to tell a user whose disk is too full to preallocate this file.
+    advice: &'static str,
 }
 
 #[derive(Debug)]
 enum State {
-    /// Open for appends: the descriptor and a writable map of the whole preallocated file.
-    Writable { file: File, map: MmapRaw },
-    /// Sealed: no descriptor; a read-only map is created at the first read and may be dropped again.
-    ReadOnly { map: Option<MmapRaw> },
-    /// Read with `pread`, never mapped: for read-only opens of a log another process may be writing
-    /// (a writer trimming or zeroing a file would SIGBUS a mapping of it).
-    Pread { file: File },
+    /// Open for appends: the descriptor, the bytes allocated, and (under `ReadPath::Mmap`) a
+    /// read-only map of them.
+    Writable { file: File, capacity: u64, map: Option<MmapRaw> },
+    /// Sealed: no descriptor. Under `ReadPath::Mmap` a read-only map is created at the first read
+    /// (after checking the file's length); under `ReadPath::Pread` each read opens the file.
+    Sealed { map: Option<MmapRaw> },
     /// Released for good; reads return `None`.
     Retired,
 }
 
 impl MappedFile {
-    /// Creates `path` (which must not exist), preallocated to `capacity` bytes, mapped writable.
-    pub(crate) fn create(path: &Path, capacity: u64) -> Result<MappedFile> {
+    /// Creates `path` (which must not exist), preallocated to `capacity` bytes.
+    pub(crate) fn create(path: &Path, capacity: u64, reads: ReadPath, advice: &'static str) -> Result<MappedFile> {
         let file =
             OpenOptions::new().read(true).write(true).create_new(true).open(path).map_err(Error::io("create", path))?;
-        MappedFile::writable(path, file, 0, capacity)
+        allocate(&file, path, capacity, advice)?;
+        MappedFile::writable(path, file, 0, capacity, reads, advice)
     }
 
     /// Opens an existing file for appends after its first `len` bytes, re-extended to `capacity`.
-    pub(crate) fn open_writable(path: &Path, len: u64, capacity: u64) -> Result<MappedFile> {
+    /// On a full disk it opens anyway with the blocks it has (a log must open so records can be
+    /// deleted); [`MappedFile::grow`] re-extends it before the next append needs the space.
+    pub(crate) fn open_writable(
+        path: &Path,
+        len: u64,
+        capacity: u64,
+        reads: ReadPath,
+        advice: &'static str,
+    ) -> Result<MappedFile> {
         let file = OpenOptions::new().read(true).write(true).open(path).map_err(Error::io("open", path))?;
-        MappedFile::writable(path, file, len, capacity)
+        let capacity = match allocate(&file, path, len.max(capacity), advice) {
+            Ok(()) => len.max(capacity),
+            Err(error @ Error::DiskFull { .. }) => {
+                tracing::warn!(%error, "opening without re-extending; appends need free space");
+                file.metadata().map_err(Error::io("stat", path))?.len()
+            }
+            Err(error) => return Err(error),
+        };
+        if capacity < len {
+            return Err(Error::corrupt(path, capacity, Corruption::ShortFile { len: capacity, expected: len }));
+        }
+        MappedFile::writable(path, file, len, capacity, reads, advice)
     }
 
     /// An existing sealed file of `len` bytes; nothing is opened until the first read.
-    pub(crate) fn open_sealed(path: &Path, len: u64) -> MappedFile {
-        MappedFile::with_state(path, State::ReadOnly { map: None }, len)
+    pub(crate) fn open_sealed(path: &Path, len: u64, reads: ReadPath) -> MappedFile {
+        MappedFile::with_state(path, State::Sealed { map: None }, len, reads, "")
     }
 
-    /// An existing file of `len` bytes read with `pread`; the descriptor is opened now.
-    pub(crate) fn open_pread(path: &Path, len: u64) -> Result<MappedFile> {
-        let file = File::open(path).map_err(Error::io("open", path))?;
-        Ok(MappedFile::with_state(path, State::Pread { file }, len))
+    fn writable(
+        path: &Path,
+        file: File,
+        len: u64,
+        capacity: u64,
+        reads: ReadPath,
+        advice: &'static str,
+    ) -> Result<MappedFile> {
+        let map = match reads {
+            ReadPath::Mmap => Some(map_read_only(path, &file, capacity)?),
+            ReadPath::Pread => None,
+        };
+        Ok(MappedFile::with_state(path, State::Writable { file, capacity, map }, len, reads, advice))
     }
 
-    fn writable(path: &Path, file: File, len: u64, capacity: u64) -> Result<MappedFile> {
-        let map = map_writable(path, &file, len.max(capacity))?;
-        Ok(MappedFile::with_state(path, State::Writable { file, map }, len))
-    }
-
-    fn with_state(path: &Path, state: State, len: u64) -> MappedFile {
+    fn with_state(path: &Path, state: State, len: u64, reads: ReadPath, advice: &'static str) -> MappedFile {
         MappedFile {
             path: Mutex::new(path.to_path_buf()),
             state: RwLock::new(state),
             len: AtomicU64::new(len),
             append_lock: Mutex::new(()),
+            reads,
+            advice,
         }
     }
 
@@ -102,20 +137,20 @@ impl MappedFile {
         self.len.load(Ordering::Acquire)
     }
 
-    /// Bytes the writable map can hold (0 once sealed).
+    /// Bytes allocated for appends (0 once sealed).
     pub(crate) fn capacity(&self) -> u64 {
         match &*self.state.read() {
-            State::Writable { map, .. } => map.len() as u64,
+            State::Writable { capacity, .. } => *capacity,
             _ => 0,
         }
     }
 
-    /// How many bytes a caller should read at once: everything for a mapped file (a slice costs
-    /// nothing), a bounded window for a `pread` file (every byte read is copied).
+    /// How many bytes a walk over everything should read at once: everything for a mapped file (a
+    /// slice costs nothing), a bounded window for a `pread` file (every byte read is copied).
     pub(crate) fn window_len(&self) -> u64 {
-        match &*self.state.read() {
-            State::Pread { .. } => PREAD_WINDOW,
-            _ => u64::MAX,
+        match self.reads {
+            ReadPath::Mmap => u64::MAX,
+            ReadPath::Pread => PREAD_WINDOW,
         }
     }
 
@@ -123,18 +158,18 @@ impl MappedFile {
     pub(crate) fn append(&self, bytes: &[u8]) -> Result<u64> {
         let _appender = self.append_lock.lock();
         let state = self.state.read();
-        let State::Writable { file, map } = &*state else {
+        let State::Writable { file, capacity, .. } = &*state else {
             return Err(self.misuse("append to a sealed file"));
         };
         let position = self.len.load(Ordering::Relaxed);
         let end = position + bytes.len() as u64;
-        if end > map.len() as u64 {
+        if end > *capacity {
             return Err(self.misuse("append past the preallocated capacity"));
         }
         // `pwrite`, not a store into the map: measured here, stores into a fallocated shared
         // mapping ran at 0.5 GB/s with 9 ms p99 page-fault stalls and halved the fdatasync rate,
-        // `pwrite` into the same file at 4.3 GB/s. Readers still read through the map: it shows the
-        // same page cache. Nobody reads at or past `position` until it is published below.
+        // `pwrite` into the same file at 4.3 GB/s. Mapped readers see the same page cache. Nobody
+        // reads at or past `position` until it is published below.
         file.write_all_at(bytes, position).map_err(|e| self.io_error("pwrite", e))?;
         self.len.store(end, Ordering::Release);
         Ok(position)
@@ -157,12 +192,21 @@ impl MappedFile {
                 return Ok(Some(f(&[])));
             }
             let map = match &*state {
-                State::Writable { map, .. } | State::ReadOnly { map: Some(map) } => map,
-                State::Pread { file } => return self.pread(file, position, len).map(|bytes| Some(f(&bytes))),
+                State::Writable { map: Some(map), .. } | State::Sealed { map: Some(map) } => map,
+                State::Writable { file, map: None, .. } => {
+                    return self.pread(file, position, len).map(|bytes| Some(f(&bytes)));
+                }
+                State::Sealed { map: None } if self.reads == ReadPath::Pread => {
+                    // Opened under the path lock: a concurrent rename cannot hand us another file.
+                    let path = self.path.lock();
+                    let file = File::open(&*path).map_err(Error::io("open", &*path))?;
+                    drop(path);
+                    return self.pread(&file, position, len).map(|bytes| Some(f(&bytes)));
+                }
                 State::Retired => return Ok(None),
-                State::ReadOnly { map: None } => {
+                State::Sealed { map: None } => {
                     drop(state);
-                    self.map_read_only()?;
+                    self.map_sealed()?;
                     continue;
                 }
             };
@@ -170,9 +214,9 @@ impl MappedFile {
                 return Err(self.past_end());
             }
             // SAFETY: [position, end) is inside the map (checked just above, under the lock) and
-            // below the published length, so no writer touches it; the slice lives only inside
-            // `f`, while `state` is read-locked, so the map cannot be dropped or the file shrunk
-            // under it (both take the write lock).
+            // below the published length, so no writer of ours touches it; the slice lives only
+            // inside `f`, while `state` is read-locked, so the map cannot be dropped or the file
+            // shrunk by us under it (both take the write lock).
             let bytes = unsafe { std::slice::from_raw_parts(map.as_ptr().add(position as usize), len) };
             return Ok(Some(f(bytes)));
         }
@@ -180,7 +224,7 @@ impl MappedFile {
 
     /// An I/O error with this file's path, built only when there is an error (the path is cloned).
     fn io_error(&self, op: &'static str, source: std::io::Error) -> Error {
-        Error::Io { op, path: self.path(), source }
+        Error::io(op, self.path())(source)
     }
 
     /// A read outside the published bytes: not a bug by itself, a reader holding a stale length can
@@ -193,32 +237,39 @@ impl MappedFile {
         }
     }
 
+    /// Reads published bytes with `pread`. The file ending before them means someone else cut it:
+    /// `Error::Corrupt` naming it, never a fault.
     fn pread(&self, file: &File, position: u64, len: usize) -> Result<Vec<u8>> {
         let mut bytes = vec![0u8; len];
-        file.read_exact_at(&mut bytes, position).map_err(|e| self.io_error("pread", e))?;
-        Ok(bytes)
+        match file.read_exact_at(&mut bytes, position) {
+            Ok(()) => Ok(bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                let file_len = file.metadata().map_or(0, |m| m.len());
+                let expected = position + len as u64;
+                Err(Error::corrupt(self.path(), file_len, Corruption::ShortFile { len: file_len, expected }))
+            }
+            Err(e) => Err(self.io_error("pread", e)),
+        }
     }
 
-    fn map_read_only(&self) -> Result<()> {
+    /// Maps a sealed file read-only, after checking it holds every published byte (a file cut
+    /// short by someone else is `Error::Corrupt`, never a SIGBUS at the first read past its end).
+    fn map_sealed(&self) -> Result<()> {
         let mut state = self.state.write();
-        if let State::ReadOnly { map: map @ None } = &mut *state {
-            let path = self.path();
-            let file = File::open(&path).map_err(Error::io("open", &path))?;
-            let file_len = file.metadata().map_err(Error::io("stat", &path))?.len();
+        if let State::Sealed { map: map @ None } = &mut *state {
+            let path = self.path.lock();
+            let file = File::open(&*path).map_err(Error::io("open", &*path))?;
+            let file_len = file.metadata().map_err(Error::io("stat", &*path))?.len();
             if file_len < self.len() {
                 let reason = Corruption::ShortFile { len: file_len, expected: self.len() };
-                return Err(Error::corrupt(&path, file_len, reason));
+                return Err(Error::corrupt(&*path, file_len, reason));
             }
-            let raw = MmapOptions::new()
-                .len(self.len() as usize)
-                .map_raw_read_only(&file)
-                .map_err(Error::io("mmap", &path))?;
-            *map = Some(raw);
+            *map = Some(map_read_only(&path, &file, self.len())?);
         }
         Ok(())
     }
 
-    /// fdatasync: makes every appended byte durable (dirty `MAP_SHARED` pages included).
+    /// fdatasync: makes every appended byte durable.
     pub(crate) fn flush(&self) -> Result<()> {
         if let State::Writable { file, .. } = &*self.state.read() {
             error_point!("fdatasync", self.path());
@@ -227,15 +278,26 @@ impl MappedFile {
         Ok(())
     }
 
-    /// Seals the file: flush, drop the writable map, trim to the published length, flush, close.
+    /// Seals the file: flush, drop the map and descriptor, trim to the published length, flush.
     /// Waits for current readers of this file (not for fsyncs: those run outside the write lock).
     pub(crate) fn seal(&self) -> Result<()> {
         self.flush()?;
+        self.trim_and_close()
+    }
+
+    /// Seals a derived file (an index): trimmed, then one flush. A crash before the flush leaves
+    /// an index that fails its sanity check and is rebuilt, so the flush before trimming that a
+    /// `.log` needs (its data must be durable before it looks sealed) is not needed.
+    pub(crate) fn seal_derived(&self) -> Result<()> {
+        self.trim_and_close()
+    }
+
+    fn trim_and_close(&self) -> Result<()> {
         let mut state = self.state.write();
         if !matches!(&*state, State::Writable { .. }) {
             return Ok(());
         }
-        let State::Writable { file, map } = std::mem::replace(&mut *state, State::ReadOnly { map: None }) else {
+        let State::Writable { file, map, .. } = std::mem::replace(&mut *state, State::Sealed { map: None }) else {
             unreachable!("checked above");
         };
         drop(map);
@@ -246,16 +308,20 @@ impl MappedFile {
         Ok(())
     }
 
-    /// Grows the preallocated capacity of a writable file (used when an empty segment must take a
-    /// batch larger than it was created for).
+    /// Grows the allocated capacity of a writable file to `capacity` (an empty segment taking a
+    /// batch larger than it, or a segment opened on a full disk taking its first append).
     pub(crate) fn grow(&self, capacity: u64) -> Result<()> {
         let mut state = self.state.write();
         let path = self.path();
-        let State::Writable { file, map } = &mut *state else {
+        let State::Writable { file, capacity: current, map } = &mut *state else {
             return Err(self.misuse("grow a sealed file"));
         };
-        if capacity > map.len() as u64 {
-            *map = map_writable(&path, file, capacity)?;
+        if capacity > *current {
+            allocate(file, &path, capacity, self.advice)?;
+            if map.is_some() {
+                *map = Some(map_read_only(&path, file, capacity)?);
+            }
+            *current = capacity;
         }
         Ok(())
     }
@@ -268,7 +334,7 @@ impl MappedFile {
             debug_assert!(false, "replace_sealed on a writable file: {}", self.path().display());
             return;
         }
-        *state = State::ReadOnly { map: None };
+        *state = State::Sealed { map: None };
         self.len.store(len, Ordering::Release);
     }
 
@@ -284,7 +350,7 @@ impl MappedFile {
         }
     }
 
-    /// Renames the file; later lazy maps open it under the new name.
+    /// Renames the file; later opens by name use the new name.
     pub(crate) fn rename(&self, to: &Path) -> Result<()> {
         let mut path = self.path.lock();
         std::fs::rename(&*path, to).map_err(Error::io("rename", &*path))?;
@@ -303,56 +369,77 @@ impl MappedFile {
     }
 }
 
-/// Preallocates `file` to `capacity` bytes with real blocks (a store into a sparse mapping on a full
-/// disk is a SIGBUS; a failed fallocate is an ordinary error) and maps it writable.
-fn map_writable(path: &Path, file: &File, capacity: u64) -> Result<MmapRaw> {
-    file.allocate(capacity).map_err(Error::io("fallocate", path))?;
+/// Maps the first `len` bytes of `file` read-only, after checking the file holds them (a mapped
+/// read past a file's end is a SIGBUS). Appends use `pwrite`; the map is only read.
+fn map_read_only(path: &Path, file: &File, len: u64) -> Result<MmapRaw> {
     let file_len = file.metadata().map_err(Error::io("stat", path))?.len();
-    // Appends use `pwrite`; the map is only read.
-    MmapOptions::new().len(file_len as usize).map_raw_read_only(file).map_err(Error::io("mmap", path))
+    if file_len < len {
+        return Err(Error::corrupt(path, file_len, Corruption::ShortFile { len: file_len, expected: len }));
+    }
+    let len = usize::try_from(len).map_err(|_| Error::io("mmap", path)(std::io::ErrorKind::InvalidInput.into()))?;
+    MmapOptions::new().len(len).map_raw_read_only(file).map_err(Error::io("mmap", path))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const BOTH: [ReadPath; 2] = [ReadPath::Mmap, ReadPath::Pread];
+
     #[test]
     fn appended_bytes_are_readable_and_survive_seal() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("f");
-        let file = MappedFile::create(&path, 4096).expect("create");
-        assert_eq!(file.append(b"hello").expect("append"), 0);
-        assert_eq!(file.append(b" world").expect("append"), 5);
-        let read = file.read_with(0, 11, |b| b.to_vec()).expect("read");
-        assert_eq!(read.as_deref(), Some(&b"hello world"[..]));
-        file.seal().expect("seal");
-        assert_eq!(std::fs::metadata(&path).expect("stat").len(), 11, "sealing trims");
-        let read = file.read_with(6, 5, |b| b.to_vec()).expect("read");
-        assert_eq!(read.as_deref(), Some(&b"world"[..]), "sealed files map lazily");
-        file.retire();
-        assert_eq!(file.read_with(0, 1, |b| b.len()).expect("read"), None);
+        for reads in BOTH {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("f");
+            let file = MappedFile::create(&path, 4096, reads, "").expect("create");
+            assert_eq!(file.append(b"hello").expect("append"), 0);
+            assert_eq!(file.append(b" world").expect("append"), 5);
+            let read = file.read_with(0, 11, |b| b.to_vec()).expect("read");
+            assert_eq!(read.as_deref(), Some(&b"hello world"[..]));
+            file.seal().expect("seal");
+            assert_eq!(std::fs::metadata(&path).expect("stat").len(), 11, "sealing trims");
+            let read = file.read_with(6, 5, |b| b.to_vec()).expect("read");
+            assert_eq!(read.as_deref(), Some(&b"world"[..]), "sealed files are read lazily");
+            file.retire();
+            assert_eq!(file.read_with(0, 1, |b| b.len()).expect("read"), None);
+        }
     }
 
     #[test]
     fn reopened_file_continues_after_published_length() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("f");
-        let file = MappedFile::create(&path, 64).expect("create");
-        file.append(b"abc").expect("append");
-        file.seal().expect("seal");
-        let file = MappedFile::open_writable(&path, 3, 64).expect("reopen");
-        assert_eq!(file.capacity(), 64);
-        file.append(b"def").expect("append");
-        assert_eq!(file.read_with(0, 6, |b| b.to_vec()).expect("read").as_deref(), Some(&b"abcdef"[..]));
+        for reads in BOTH {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("f");
+            let file = MappedFile::create(&path, 64, reads, "").expect("create");
+            file.append(b"abc").expect("append");
+            file.seal().expect("seal");
+            let file = MappedFile::open_writable(&path, 3, 64, reads, "").expect("reopen");
+            assert_eq!(file.capacity(), 64);
+            file.append(b"def").expect("append");
+            assert_eq!(file.read_with(0, 6, |b| b.to_vec()).expect("read").as_deref(), Some(&b"abcdef"[..]));
+        }
     }
 
     #[test]
-    fn a_sealed_file_shorter_than_expected_is_an_error_not_a_sigbus() {
+    fn a_file_shorter_than_expected_is_an_error_not_a_sigbus() {
+        for reads in BOTH {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("f");
+            std::fs::write(&path, b"short").expect("write");
+            let file = MappedFile::open_sealed(&path, 100, reads);
+            assert!(matches!(file.read_with(0, 100, |b| b.len()), Err(Error::Corrupt { .. })), "{reads:?}");
+        }
+    }
+
+    #[test]
+    fn a_writable_file_cut_by_someone_else_is_corrupt_under_pread() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("f");
-        std::fs::write(&path, b"short").expect("write");
-        let file = MappedFile::open_sealed(&path, 100);
-        assert!(matches!(file.read_with(0, 100, |b| b.len()), Err(Error::Corrupt { .. })));
+        let file = MappedFile::create(&path, 4096, ReadPath::Pread, "").expect("create");
+        file.append(&[1u8; 100]).expect("append");
+        std::fs::OpenOptions::new().write(true).open(&path).expect("open").set_len(0).expect("cut");
+        let read = file.read_with(0, 100, |b| b.len());
+        assert!(matches!(read, Err(Error::Corrupt { reason: Corruption::ShortFile { .. }, .. })), "{read:?}");
     }
 
     #[test]
@@ -360,7 +447,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("f");
         std::fs::write(&path, b"0123456789").expect("write");
-        let file = MappedFile::open_pread(&path, 10).expect("open");
+        let file = MappedFile::open_sealed(&path, 10, ReadPath::Pread);
         assert_eq!(file.window_len(), PREAD_WINDOW);
         assert_eq!(file.read_with(3, 4, |b| b.to_vec()).expect("read").as_deref(), Some(&b"3456"[..]));
         assert!(file.read_with(8, 4, |b| b.len()).is_err(), "past the length");
@@ -368,12 +455,14 @@ mod tests {
 
     #[test]
     fn grow_keeps_the_data() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("f");
-        let file = MappedFile::create(&path, 16).expect("create");
-        file.append(b"0123456789").expect("append");
-        file.grow(4096).expect("grow");
-        file.append(&[7u8; 1000]).expect("append after grow");
-        assert_eq!(file.read_with(0, 10, |b| b.to_vec()).expect("read").as_deref(), Some(&b"0123456789"[..]));
+        for reads in BOTH {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("f");
+            let file = MappedFile::create(&path, 16, reads, "").expect("create");
+            file.append(b"0123456789").expect("append");
+            file.grow(4096).expect("grow");
+            file.append(&[7u8; 1000]).expect("append after grow");
+            assert_eq!(file.read_with(0, 10, |b| b.to_vec()).expect("read").as_deref(), Some(&b"0123456789"[..]));
+        }
     }
 }

@@ -41,13 +41,80 @@ pub(crate) fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<(
     sync_dir(dir)
 }
 
+/// Overwrites `bytes` at `position` inside an existing file and fdatasyncs it: no new blocks are
+/// needed (a full disk cannot stop it), no directory entry changes.
+pub(crate) fn overwrite(path: &Path, position: u64, bytes: &[u8]) -> Result<()> {
+    use std::os::unix::fs::FileExt as _;
+    let file = OpenOptions::new().write(true).open(path).map_err(Error::io("open", path))?;
+    file.write_all_at(bytes, position).map_err(Error::io("write", path))?;
+    file.sync_data().map_err(Error::io("fdatasync", path))
+}
+
+/// The length of a file.
+pub(crate) fn file_len(path: &Path) -> Result<u64> {
+    Ok(fs::metadata(path).map_err(Error::io("stat", path))?.len())
+}
+
+/// Preallocates `file` (at `path`) to `len` bytes with real blocks: fallocate mode 0, which
+/// extends a shorter file and never shrinks one. The call's own error code is used (fs2 read
+/// errno after `posix_fallocate`, which returns its error instead, and reported "Success" on a
+/// full disk): out of space or quota is `Error::DiskFull` with the bytes needed and free and
+/// `advice` on what lowers the need. A file system without fallocate gets a sparse `set_len`
+/// and a warning (appends use `pwrite`, so a full disk is then a write error, never a SIGBUS).
+pub(crate) fn allocate(file: &File, path: &Path, len: u64, advice: &'static str) -> Result<()> {
+    // Tests make the disk "full" here (failpoint `fallocate_enospc`).
+    #[cfg(feature = "failpoints")]
+    if fail::eval("fallocate_enospc", |_| ()).is_some() {
+        return Err(disk_full("fallocate", path, Some(len), advice));
+    }
+    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, len) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::NOSPC | rustix::io::Errno::DQUOT) => {
+            let have = file.metadata().map_or(0, |m| m.len());
+            Err(disk_full("fallocate", path, Some(len.saturating_sub(have)), advice))
+        }
+        Err(rustix::io::Errno::OPNOTSUPP) => {
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| {
+                tracing::warn!(file = %path.display(), "the file system cannot fallocate: files are sparse (supported: ext4, XFS)");
+            });
+            let have = file.metadata().map_err(Error::io("stat", path))?.len();
+            if have < len { file.set_len(len).map_err(Error::io("extend", path)) } else { Ok(()) }
+        }
+        Err(e) => Err(Error::io("fallocate", path)(e.into())),
+    }
+}
+
+/// Bytes free for unprivileged use on the file system holding `path`.
+pub(crate) fn available_space(path: &Path) -> Result<u64> {
+    let stat = rustix::fs::statvfs(path).map_err(|e| Error::io("statvfs", path)(e.into()))?;
+    Ok(stat.f_bavail.saturating_mul(stat.f_frsize))
+}
+
+/// `Error::DiskFull` for `op` on `path`, with the space free now if it can be learned.
+pub(crate) fn disk_full(op: &'static str, path: &Path, needed: Option<u64>, advice: &'static str) -> Error {
+    let available = available_space(path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(path)).ok();
+    Error::DiskFull { op, path: path.to_path_buf(), needed, available, advice }
+}
+
+/// What lowers the space a segment's `.log` needs.
+pub(crate) const SEGMENT_ADVICE: &str = "lower segment_bytes (strata: --segment-bytes) or free space";
+/// What lowers the space a segment's index files need.
+pub(crate) const INDEX_ADVICE: &str = "lower index_bytes or free space";
+
 /// Suffix removal on an unmapped file (DESIGN.md §9): cuts it at `len`, preallocates it back to
 /// `preallocated` (the new blocks read as zeros, so nothing past the cut can come back, whatever a
 /// later crash leaves) and fsyncs. Metadata only: the cost does not depend on the bytes removed.
 pub(crate) fn cut_file(path: &Path, len: u64, preallocated: u64) -> Result<()> {
     let file = OpenOptions::new().write(true).open(path).map_err(Error::io("open", path))?;
     file.set_len(len).map_err(Error::io("truncate", path))?;
-    fs2::FileExt::allocate(&file, preallocated).map_err(Error::io("fallocate", path))?;
+    // The blocks past the cut are gone either way; re-extending only spares the next appends a
+    // fallocate. On a full disk the segment stays short, and its first append re-extends it.
+    match allocate(&file, path, preallocated, SEGMENT_ADVICE) {
+        Ok(()) => {}
+        Err(error @ Error::DiskFull { .. }) => tracing::warn!(%error, "cut segment left unextended"),
+        Err(error) => return Err(error),
+    }
     file.sync_all().map_err(Error::io("fsync", path))
 }
 

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod ext4;
+
 use std::path::Path;
 
 use rand::SeedableRng;

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::config::CleanupPolicy;
+use crate::config::{CleanupPolicy, ReadPath};
 use crate::error::{Corruption, Error, Result};
 use crate::failpoint::{crash_point, error_point};
 use crate::format::{CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, file_name};
@@ -163,7 +163,7 @@ impl Shared {
         let sealed: Vec<Arc<LogSegment>> = {
             let app = self.appender.lock();
             let active = app.active.base_offset();
-            self.segments.all().into_iter().take_while(|s| s.base_offset() < active).collect()
+            self.segments.all().into_iter().take_while(|s| s.base_offset() < active && s.is_sealed()).collect()
         };
         let first_dirty = self.cleaner.cleaned_up_to.load(Ordering::Acquire).max(self.start_offset());
         let Some(dirty_from) = sealed.iter().position(|s| s.next_offset() > first_dirty) else { return Ok(None) };
@@ -288,7 +288,7 @@ impl Shared {
         report.bytes_after += len;
 
         let end = group[group.len() - 1].next_offset();
-        let written = MappedFile::open_pread(&path, len)?;
+        let written = MappedFile::open_sealed(&path, len, ReadPath::Pread);
         let scan = walk::scan(&written, len, base, self.config.index_interval_bytes)?;
         written.retire();
         let Some(mut scan) = scan else { return Err(Error::Cancelled("the cleaner's output was removed")) };

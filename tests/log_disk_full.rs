@@ -1,0 +1,106 @@
+//! A full disk (DESIGN.md §8): `Error::DiskFull` wherever space runs out, saying what was needed;
+//! nothing stored by the failing call, nothing poisoned; a log on a full disk still opens (cleanly
+//! or after a crash), so records can be deleted; appends work again once space returns. The disk
+//! is made "full" by the `fallocate_enospc` failpoint (every preallocation fails with ENOSPC);
+//! `log_disk_full_ext4.rs` fills a real file system.
+#![cfg(feature = "failpoints")]
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::values;
+use fail::FailScenario;
+use strata_log::{Error, Log, LogConfig, Record};
+
+fn config() -> LogConfig {
+    LogConfig { segment_bytes: 4096, preallocate: false, file_delete_delay_ms: 0, ..LogConfig::default() }
+}
+
+fn append(log: &Log, i: u32) -> strata_log::Result<strata_log::AppendInfo> {
+    log.append(&[Record::new(format!("{i:04}-{}", "v".repeat(300)).as_bytes())])
+}
+
+fn disk_full<T: std::fmt::Debug>(result: strata_log::Result<T>) -> bool {
+    match result {
+        Err(error @ Error::DiskFull { .. }) => error.to_string().contains("segment_bytes"),
+        other => panic!("expected DiskFull naming segment_bytes, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_roll_on_a_full_disk_fails_cleanly_and_works_once_space_returns() {
+    let scenario = FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), config()).unwrap();
+    for i in 0..12 {
+        append(&log, i).unwrap();
+    }
+    fail::cfg("fallocate_enospc", "return").unwrap();
+    let mut i = 12;
+    // Appends go on inside the preallocated segment until one needs a new one.
+    let full = loop {
+        match append(&log, i) {
+            Ok(_) => i += 1,
+            Err(error) => break error,
+        }
+    };
+    assert!(disk_full::<()>(Err(full)));
+    assert_eq!(log.next_offset(), u64::from(i), "nothing of the failed append was stored");
+    log.flush().unwrap();
+    assert_eq!(log.delete_records_before(5).unwrap(), 5, "records can still be deleted");
+    fail::remove("fallocate_enospc");
+    append(&log, i).unwrap();
+    assert_eq!(values(&log).len(), i as usize + 1 - 5);
+    log.close().unwrap();
+    drop(scenario);
+}
+
+#[test]
+fn a_log_on_a_full_disk_opens_and_appends_once_space_returns() {
+    let scenario = FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), config()).unwrap();
+    for i in 0..30 {
+        append(&log, i).unwrap();
+    }
+    log.close().unwrap(); // the active segment is trimmed: reopening must re-extend it
+    fail::cfg("fallocate_enospc", "return").unwrap();
+    let log = Log::open(dir.path(), config()).unwrap();
+    assert!(log.recovery_report().clean_shutdown);
+    assert!(disk_full(append(&log, 30)));
+    assert_eq!(log.next_offset(), 30);
+    assert_eq!(log.delete_records_before(12).unwrap(), 12);
+    log.flush().unwrap();
+    fail::remove("fallocate_enospc");
+    append(&log, 30).unwrap();
+    log.close().unwrap();
+    let log = Log::open(dir.path(), config()).unwrap();
+    assert_eq!((log.start_offset(), log.next_offset()), (12, 31));
+    assert_eq!(values(&log).len(), 19);
+    drop(log);
+    drop(scenario);
+}
+
+#[test]
+fn a_crashed_log_on_a_full_disk_recovers_and_opens() {
+    let scenario = FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let crashed = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), config()).unwrap();
+    for i in 0..30 {
+        append(&log, i).unwrap();
+    }
+    // A copy of a live log is what a crash leaves: no marker, the active segment untrimmed.
+    common::copy_dir(dir.path(), crashed.path());
+    drop(log);
+    fail::cfg("fallocate_enospc", "return").unwrap();
+    let log = Log::open(crashed.path(), config()).unwrap();
+    assert!(!log.recovery_report().clean_shutdown);
+    assert_eq!(log.next_offset(), 30);
+    assert_eq!(values(&log).len(), 30);
+    assert_eq!(log.delete_records_before(20).unwrap(), 20);
+    fail::remove("fallocate_enospc");
+    append(&log, 30).unwrap();
+    log.close().unwrap();
+    drop(scenario);
+}

@@ -1,0 +1,118 @@
+//! A full disk, for real: a small ext4 image filled to the last block by another writer. Regression
+//! for: fs2's `allocate` reporting errno after `posix_fallocate` (a full disk showed as `No such
+//! file or directory`, `Resource temporarily unavailable` or `Success (os error 0)`), a failed
+//! checkpoint write (a new temporary file needs a block) poisoning the log for good, and a log on
+//! a full disk failing to open (the checkpoint's temporary file, the active segment's
+//! re-extension). Each step is checked on the full disk, then after the space is freed; then a
+//! flush in an immutable directory.
+//!
+//! Needs root and loop devices: `cargo test --all-features --test log_disk_full_ext4 -- --ignored`.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use common::ext4::{Mount, fill};
+use common::values;
+use strata_log::{Error, Log, LogConfig, Record};
+
+fn config() -> LogConfig {
+    LogConfig { segment_bytes: 1 << 20, index_bytes: 64 << 10, file_delete_delay_ms: 0, ..LogConfig::default() }
+}
+
+fn record(i: u32) -> Vec<u8> {
+    format!("{i:06}-{}", "r".repeat(2000)).into_bytes()
+}
+
+fn is_disk_full<T: std::fmt::Debug>(result: &strata_log::Result<T>) -> bool {
+    match result {
+        Err(Error::DiskFull { needed, available, .. }) => needed.is_some() && available.is_some(),
+        _ => false,
+    }
+}
+
+#[test]
+#[ignore = "needs root and loop devices (mounts an ext4 image); run with --ignored"]
+fn every_step_on_a_full_ext4_and_after() {
+    let mount = Mount::new(32, None);
+    let dir = mount.path().join("log");
+    let log = Log::open(&dir, config()).unwrap();
+    let mut i = 0;
+    while i < 300 {
+        log.append(&[Record::new(&record(i))]).unwrap();
+        i += 1;
+    }
+    let filler = fill(mount.path());
+
+    // Appends go on inside the preallocated segment, then a roll needs space.
+    let full = loop {
+        let result = log.append(&[Record::new(&record(i))]);
+        if result.is_err() {
+            break result;
+        }
+        i += 1;
+    };
+    assert!(is_disk_full(&full), "{full:?}");
+    assert!(full.unwrap_err().to_string().contains("segment_bytes"));
+    log.flush().unwrap();
+    assert_eq!(log.delete_records_before(100).unwrap(), 100);
+    log.close().unwrap();
+
+    // A log on a full disk opens (cleanly), refuses appends with DiskFull, deletes records.
+    let log = Log::open(&dir, config()).unwrap();
+    assert!(log.recovery_report().clean_shutdown);
+    assert!(is_disk_full(&log.append(&[Record::new(&record(i))])));
+    log.delete_records_before(200).unwrap();
+    log.flush().unwrap();
+    drop(log);
+
+    std::fs::remove_file(&filler).unwrap();
+    let log = Log::open(&dir, config()).unwrap();
+    assert_eq!(log.start_offset(), 200);
+    for _ in 0..50 {
+        log.append(&[Record::new(&record(i))]).unwrap();
+        i += 1;
+    }
+    assert_eq!(values(&log).len() as u64, log.next_offset() - 200);
+
+    // An immutable directory (`chattr +i`): no file can be created or renamed in it, and the
+    // checkpoint, written in place, still works.
+    chattr("+i", &dir);
+    log.append(&[Record::new(&record(i))]).unwrap();
+    let flushed = log.flush();
+    chattr("-i", &dir);
+    flushed.unwrap();
+    log.close().unwrap();
+}
+
+fn chattr(flag: &str, dir: &std::path::Path) {
+    let status = Command::new("chattr").arg(flag).arg(dir).status().unwrap();
+    assert!(status.success(), "chattr {flag}");
+}
+
+#[test]
+#[ignore = "needs root and loop devices (mounts an ext4 image); run with --ignored"]
+fn strata_produce_on_a_full_disk_says_disk_full() {
+    let mount = Mount::new(32, None);
+    let dir = mount.path().join("log");
+    fill(mount.path());
+    // A new log needs blocks for its first files: the error says so, in words.
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["produce", "--sync"])
+        .arg(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            child.stdin.take().unwrap().write_all(b"one\ntwo\n")?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("disk full"), "{stderr}");
+    assert!(!stderr.contains("os error 0"), "{stderr}");
+}
