@@ -179,7 +179,7 @@ fn dump_file_counted(path: &Path, options: &DumpOptions, shown: &mut u64) -> Res
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
     let len = std::fs::metadata(path).map_err(Error::io("stat", path))?.len();
     let path_buf = path.to_path_buf();
-    let kind = parse_file_name(name).or_else(|| corrupt_original(name).and_then(parse_file_name));
+    let kind = corrupt_original(name).and_then(parse_file_name).or_else(|| parse_file_name(name));
     Ok(match (name, kind) {
         (_, Some((base, LOG_SUFFIX))) => dump_log(path, base, len, options, shown)?,
         (_, Some((_, INDEX_SUFFIX))) => {

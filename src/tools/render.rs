@@ -326,27 +326,21 @@ fn plan(o: &RecoverOutcome, force: bool) -> Vec<String> {
 pub fn admin(out: &mut dyn Write, dir: &Path, r: &AdminReport) -> io::Result<()> {
     let dir = dir.display();
     match r.command {
-        "truncate" if r.next_after < r.next_before => {
-            let removed = r.next_before - r.next_after;
-            writeln!(
-                out,
-                "truncated {dir}: removed {removed} {} (offsets {}–{}); the log now ends at {}",
-                plural(removed, "record", "records"),
-                r.next_after,
-                r.next_before - 1,
-                r.next_after
-            )
-        }
+        "truncate" if r.next_after < r.next_before => writeln!(
+            out,
+            "truncated {dir}: offsets {}–{} removed; the log now ends at {}",
+            r.next_after,
+            r.next_before - 1,
+            r.next_after
+        ),
         "truncate" => writeln!(out, "nothing removed: the log ends at {}", r.next_after),
         "delete-before" if r.start_after > r.start_before => {
-            let removed = r.start_after - r.start_before;
             let segments = r.segments_before.saturating_sub(r.segments_after);
             writeln!(
                 out,
-                "deleted {removed} {} before offset {} in {dir} (log start {} → {}); {segments} whole {} removed",
-                plural(removed, "record", "records"),
-                r.start_after,
+                "deleted offsets {}–{} in {dir}: the log now starts at {}; {segments} whole {} removed",
                 r.start_before,
+                r.start_after - 1,
                 r.start_after,
                 plural(segments, "segment", "segments")
             )
