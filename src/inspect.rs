@@ -645,12 +645,16 @@ pub struct RecoverOutcome {
     pub dry_run: bool,
     /// Nothing was changed: the log has damage below its recovery point and `force` was not given.
     pub refused: bool,
-    /// The log before (from a read-only check).
+    /// The log before (from a read-only check; its next offset is at least the recovery point the
+    /// log claimed, its records are the valid ones that could be counted).
     pub before: LogShape,
     /// The log after (`None` for a dry run or a refusal).
     pub after: Option<LogShape>,
-    /// Valid records removed (before.records − after.records).
+    /// Records removed: the valid records that are gone, or the acknowledged records lost if more
+    /// (the records of a damaged batch cannot be counted before it is cut).
     pub records_removed: u64,
+    /// The first and last offset removed from the end, if any.
+    pub offsets_removed: Option<[u64; 2]>,
     /// Bytes of segment data removed, torn or damaged bytes included.
     pub bytes_removed: u64,
     /// Records below the recovery point (acknowledged as durable) that were lost.
@@ -694,14 +698,22 @@ pub fn recover(dir: &Path, options: RecoverOptions) -> Result<RecoverOutcome> {
         outcome.found = report.findings.clone();
         let damage = report.errors().any(|f| f.data);
         if (damage && !options.force) || options.dry_run {
-            outcome.refused = damage && !options.force;
+            outcome.refused = damage && !options.force && !options.dry_run;
             return Ok(outcome);
         }
     }
     let report = recover_now(dir, options.force)?;
     let after = verify(dir, &LogConfig::default())?;
     let after_shape = LogShape::from(&after);
-    outcome.records_removed = outcome.before.records.saturating_sub(after_shape.records);
+    // Records in damaged batches cannot be counted before the cut; the offsets say where the log
+    // ended (at least the recovery point) and where it ends now.
+    let end_before = outcome.before.next_offset.max(outcome.recovery_point.unwrap_or(0));
+    outcome.before.next_offset = end_before;
+    outcome.records_removed =
+        outcome.before.records.saturating_sub(after_shape.records).max(report.acknowledged_records_lost);
+    if end_before > after_shape.next_offset {
+        outcome.offsets_removed = Some([after_shape.next_offset, end_before - 1]);
+    }
     outcome.after = Some(after_shape);
     outcome.bytes_removed = report.bytes_truncated;
     outcome.acknowledged_records_lost = report.acknowledged_records_lost;

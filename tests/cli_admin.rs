@@ -152,7 +152,7 @@ fn recover_tells_what_it_did_and_dry_run_changes_nothing() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(text.starts_with(&format!("recovered {}", dir.path().display())), "{text}");
     assert!(text.contains("log now offsets [0, 59), 59 records"), "{text}");
-    assert!(text.contains("removed 0 whole records and"), "the torn batch was no whole record: {text}");
+    assert!(text.contains("removed (0 records, "), "the torn batch was no whole record: {text}");
     assert!(!text.contains("clean_shutdown"), "{text}");
     assert_no_debug(&text);
     let json: serde_json::Value =
@@ -174,6 +174,12 @@ fn a_refused_recover_changes_nothing() {
     assert_eq!(out.status.code(), Some(1), "damage found");
     assert!(stdout(&out).starts_with("refused:") && stdout(&out).contains("--force"), "{}", stdout(&out));
     assert_eq!(common::snapshot(dir.path()), before, "the clean-shutdown marker and everything else stay");
+    let dry = strata().args(["recover", "--dry-run"]).arg(dir.path()).output().unwrap();
+    assert_eq!(dry.status.code(), Some(1), "a dry run finds the damage too");
+    assert!(stdout(&dry).contains("would refuse") && stdout(&dry).contains("--force would cut it there"));
+    let forced = stdout(&strata().args(["recover", "--dry-run", "--force"]).arg(dir.path()).output().unwrap());
+    assert!(forced.contains("would cut the log at"), "{forced}");
+    assert_eq!(common::snapshot(dir.path()), before);
     let not_a_log = tempfile::tempdir().unwrap();
     std::fs::write(not_a_log.path().join("notes.txt"), "mine").unwrap();
     std::fs::write(not_a_log.path().join("report.log"), "mine").unwrap();

@@ -372,7 +372,10 @@ fn run(command: Command, out: &mut dyn Write) -> Result<ExitCode, ToolError> {
             } else {
                 render::recover(out, &dir, &outcome, force)?
             }
-            Ok(code(!outcome.refused))
+            // A dry run that finds damage --force would cut reports it as a refusal would.
+            let damage = outcome.found.iter().any(|f| f.data && f.severity == inspect::Severity::Error);
+            let would_refuse = dry_run && damage && !force;
+            Ok(code(!(outcome.refused || would_refuse)))
         }
         Command::Truncate { dir, to, json: as_json } => admin(out, &dir, as_json, tools::truncate(&dir, to)?),
         Command::DeleteBefore { dir, offset, json: as_json } => {

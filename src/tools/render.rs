@@ -160,7 +160,10 @@ fn batch(out: &mut dyn Write, b: &BatchInfo) -> io::Result<()> {
     for r in b.records.iter().flatten() {
         let key = r.key.as_ref().map(|k| format!("  key {k}")).unwrap_or_default();
         let value = r.value.as_ref().map_or_else(|| "null (tombstone)".to_owned(), Clone::clone);
-        let headers = if r.headers > 0 { format!("  ({} headers)", r.headers) } else { String::new() };
+        let headers = match r.headers {
+            0 => String::new(),
+            n => format!("  ({n} {})", plural(u64::from(n), "header", "headers")),
+        };
         writeln!(out, "    {}  {}{key}  value {value}{headers}", r.offset, iso_ms(r.timestamp_ms))?;
     }
     Ok(())
@@ -194,10 +197,13 @@ pub fn verify(out: &mut dyn Write, r: &VerifyReport) -> io::Result<()> {
     let recovery_point = r.recovery_point.map_or_else(|| "none".to_owned(), |rp| rp.to_string());
     writeln!(
         out,
-        "{} segments, {} batches, {} records, {}; offsets [{}, {}); recovery point {recovery_point}",
+        "{} {}, {} {}, {} {}, {}; offsets [{}, {}); recovery point {recovery_point}",
         r.segments,
+        plural(r.segments, "segment", "segments"),
         r.batches,
+        plural(r.batches, "batch", "batches"),
         r.records,
+        plural(r.records, "record", "records"),
         human_bytes(r.bytes),
         r.start_offset,
         r.next_offset
@@ -233,7 +239,9 @@ pub fn recover(out: &mut dyn Write, dir: &Path, o: &RecoverOutcome, force: bool)
     }
     if o.dry_run {
         writeln!(out, "dry run: nothing was changed")?;
-        writeln!(out, "log: {}", shape(b.start_offset, b.next_offset, b.records, b.bytes))?;
+        let end = b.next_offset.max(o.recovery_point.unwrap_or(0));
+        let rp = o.recovery_point.map_or_else(|| "none".to_owned(), |rp| rp.to_string());
+        writeln!(out, "log: {} valid; recovery point {rp}", shape(b.start_offset, end, b.records, b.bytes))?;
         let plan = plan(o, force);
         if plan.is_empty() {
             writeln!(out, "recovery would scan the log and find nothing to repair")?;
@@ -254,11 +262,16 @@ pub fn recover(out: &mut dyn Write, dir: &Path, o: &RecoverOutcome, force: bool)
         o.recovery_point.unwrap_or(a.next_offset)
     )?;
     let mut changed = false;
-    if o.records_removed > 0 || o.bytes_removed > 0 {
+    if o.records_removed > 0 || o.bytes_removed > 0 || o.offsets_removed.is_some() {
         changed = true;
+        let offsets = match o.offsets_removed {
+            Some([first, last]) if first == last => format!("offset {first} ("),
+            Some([first, last]) => format!("offsets {first}–{last} ("),
+            None => "(".to_owned(),
+        };
         writeln!(
             out,
-            "removed {} whole {} and {} of data from the end (torn or damaged bytes included)",
+            "removed {offsets}{} {}, {} of data) from the end",
             o.records_removed,
             plural(o.records_removed, "record", "records"),
             human_bytes(o.bytes_removed)
