@@ -509,11 +509,14 @@ pub fn verify(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
     let files = crate::log::load::list_segments(dir)?;
     let mut expected = files.first().map_or(0, |f| f.base);
     let mut damaged = false;
+    let largest = files.iter().map(|f| f.len).max().unwrap_or(0);
     for (i, file) in files.iter().enumerate() {
         let path = crate::log::segment::SegmentPaths::new(dir, file.base);
         if file.base != expected && !damaged {
             let problem = Corruption::SegmentGap { expected, found: file.base }.to_string();
-            report.findings.push(Finding::error(&path.log, 0, problem));
+            let mut finding = Finding::error(&path.log, 0, problem);
+            finding.data = report.recovery_point.is_none_or(|rp| expected < rp);
+            report.findings.push(finding);
         }
         let walked = walk_batches(&path.log, file.base, file.len, false)?;
         report.segments += 1;
@@ -522,7 +525,8 @@ pub fn verify(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
             walked.batches.iter().filter(|b| b.status == "ok").map(|b| u64::from(b.record_count)).sum::<u64>();
         report.bytes += walked.valid_len;
         let last = i + 1 == files.len();
-        damaged |= judge_end(&path.log, &walked, file.len, last, report.recovery_point, &mut report);
+        let sealed = !last && (file.len < largest || ends_in_data(&path.log, file.len)?);
+        damaged |= judge_end(&path.log, &walked, file.len, (last, sealed), report.recovery_point, &mut report);
         verify_indexes(&path.index, &path.time_index, file.base, &walked, last, &mut report)?;
         expected = walked.next_offset;
     }
@@ -774,13 +778,27 @@ fn verify_checkpoint(dir: &Path, report: &mut VerifyReport) -> Result<Option<Che
     }
 }
 
+/// Whether a segment file ends in data rather than in preallocated zeros: then it was sealed
+/// (trimmed) before the last shutdown, and damage in it cannot be a torn write.
+fn ends_in_data(path: &Path, len: u64) -> Result<bool> {
+    if len == 0 {
+        return Ok(false);
+    }
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(path).map_err(Error::io("open", path))?;
+    let mut last = [0u8; 1];
+    file.read_exact_at(&mut last, len - 1).map_err(Error::io("read", path))?;
+    Ok(last[0] != 0)
+}
+
 /// Whether the end of a segment's valid data is corruption, a torn tail, or just its end; true if
-/// it is corruption.
+/// it is corruption. Corruption is acknowledged data (what strict recovery refuses to cut) when it
+/// is below the recovery point or in a segment that was sealed.
 fn judge_end(
     path: &Path,
     walked: &Walked,
     file_len: u64,
-    last: bool,
+    (last, sealed): (bool, bool),
     recovery_point: Option<u64>,
     report: &mut VerifyReport,
 ) -> bool {
@@ -802,7 +820,9 @@ fn judge_end(
         ));
         false
     } else {
-        report.findings.push(Finding::error(path, damage.position, damage.reason.clone()));
+        let mut finding = Finding::error(path, damage.position, damage.reason.clone());
+        finding.data = acknowledged || sealed;
+        report.findings.push(finding);
         true
     }
 }
