@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -540,18 +540,18 @@ fn run_bench(options: &BenchOptions) -> strata_log::Result<Vec<BenchResult>> {
     let bar = if terminal { ProgressBar::new(0) } else { ProgressBar::hidden() };
     let style = ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len}");
     bar.set_style(style.unwrap_or_else(|_| ProgressStyle::default_bar()));
-    let mut current: Option<(String, Instant)> = None;
-    let finished = |current: &mut Option<(String, Instant)>| {
-        if let Some((phase, started)) = current.take()
+    let mut current: Option<String> = None;
+    let finished = |current: &mut Option<String>| {
+        if let Some(phase) = current.take()
             && !terminal
         {
-            eprintln!("bench: finished {phase} in {:.1} s", started.elapsed().as_secs_f64());
+            eprintln!("bench: finished {phase}");
         }
     };
     let results = bench::run(options, &mut |phase, done, total| {
-        if current.as_ref().is_none_or(|(name, _)| name != phase) {
+        if current.as_deref() != Some(phase) {
             finished(&mut current);
-            current = Some((phase.to_owned(), Instant::now()));
+            current = Some(phase.to_owned());
         }
         bar.set_message(phase.to_owned());
         bar.set_length(total);

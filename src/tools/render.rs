@@ -397,11 +397,11 @@ pub fn bench_table(out: &mut dyn Write, results: &[BenchResult]) -> io::Result<(
             notes.push(note.clone());
             extra.push_str(&format!("{}[{}]", if extra.is_empty() { "" } else { " " }, notes.len()));
         }
-        writeln!(
-            out,
+        let row = format!(
             "{:<width$}  {:>12.0}  {:>11.0}  {:>9.1}  {:>9.1}  {:>9.1}  {:>9.1}  {extra}",
             r.name, r.records_per_sec, r.ops_per_sec, r.mb_per_sec, r.p50_us, r.p99_us, r.p999_us
-        )?;
+        );
+        writeln!(out, "{}", row.trim_end())?;
     }
     for (i, note) in notes.iter().enumerate() {
         writeln!(out, "[{}] {note}", i + 1)?;
