@@ -279,12 +279,10 @@ pub fn recover(out: &mut dyn Write, dir: &Path, o: &RecoverOutcome, force: bool)
     }
     if o.indexes_rebuilt > 0 {
         changed = true;
-        writeln!(
-            out,
-            "rebuilt the indexes of {} {}",
-            o.indexes_rebuilt,
-            plural(o.indexes_rebuilt, "segment", "segments")
-        )?;
+        // The library counts a segment twice when a missing index is rebuilt at load and again
+        // after the scan: a person is told about segments.
+        let segments = o.indexes_rebuilt.min(a.segments.max(1));
+        writeln!(out, "rebuilt the indexes of {segments} {}", plural(segments, "segment", "segments"))?;
     }
     for f in &o.files_deleted {
         changed = true;
