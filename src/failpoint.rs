@@ -1,5 +1,5 @@
 //! Named crash points and injected failures, for the crash tests. With the cargo feature
-//! `failpoints` each point is a [`fail`] point: configured to `return` (programmatically with
+//! `failpoints` each point is a [`fail`](https://docs.rs/fail) point: configured to `return` (programmatically with
 //! `fail::cfg`, or in a child process with the `FAILPOINTS` environment variable, e.g.
 //! `FAILPOINTS=after_roll=return` or `2*off->return` for the third hit), a crash point exits the
 //! process on the spot, as a kill would, and an error point makes the operation fail. Without the

@@ -9,8 +9,8 @@ use serde::Serialize;
 use crate::config::{LogConfig, ReadPath};
 use crate::error::{Corruption, Error, Result};
 use crate::format::{
-    CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, CLEANER_CHECKPOINT_FILE, DELETED_SUFFIX, INDEX_SUFFIX,
-    LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TMP_SUFFIX, parse_file_name,
+    CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, CLEANER_CHECKPOINT_FILE, CORRUPT_SUFFIX, DELETED_SUFFIX,
+    INDEX_SUFFIX, LOCK_FILE, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TMP_SUFFIX, parse_file_name,
 };
 use crate::log::index::{IndexEntry, check_entries};
 use crate::log::walk::{BatchPos, Stop, walk_file};
@@ -139,13 +139,49 @@ pub enum Dump {
     },
 }
 
-/// Dumps one file, choosing how by its name.
+/// What `dump` shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DumpOptions {
+    /// Also every record of every batch shown.
+    pub records: bool,
+    /// Only batches holding offsets at or after this.
+    pub from: Option<u64>,
+    /// Only batches holding offsets before this.
+    pub to: Option<u64>,
+    /// At most this many records in all (with `records`).
+    pub max_records: Option<u64>,
+}
+
+impl DumpOptions {
+    fn wants(&self, first: u64, last: u64) -> bool {
+        self.from.is_none_or(|from| last >= from) && self.to.is_none_or(|to| first < to)
+    }
+}
+
+/// The name a damaged segment kept by `recover --force` had: `X.log.corrupt` (or `.corrupt.2`) →
+/// `X.log`.
+fn corrupt_original(name: &str) -> Option<&str> {
+    let at = name.find(CORRUPT_SUFFIX)?;
+    Some(&name[..at])
+}
+
+/// Dumps one file, choosing how by its name (a `.corrupt` copy is read as the segment it was).
 pub fn dump_file(path: &Path, with_records: bool) -> Result<Dump> {
+    dump_file_with(path, &DumpOptions { records: with_records, ..DumpOptions::default() })
+}
+
+/// [`dump_file`] with a range, a record limit.
+pub fn dump_file_with(path: &Path, options: &DumpOptions) -> Result<Dump> {
+    dump_file_counted(path, options, &mut 0)
+}
+
+fn dump_file_counted(path: &Path, options: &DumpOptions, shown: &mut u64) -> Result<Dump> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
     let len = std::fs::metadata(path).map_err(Error::io("stat", path))?.len();
     let path_buf = path.to_path_buf();
-    Ok(match (name, parse_file_name(name)) {
-        (_, Some((base, LOG_SUFFIX))) => dump_log(path, base, len, with_records)?,
+    let kind = corrupt_original(name).and_then(parse_file_name).or_else(|| parse_file_name(name));
+    Ok(match (name, kind) {
+        (_, Some((base, LOG_SUFFIX))) => dump_log(path, base, len, options, shown)?,
         (_, Some((_, INDEX_SUFFIX))) => {
             let (entries, damage) = read_index::<OffsetEntry>(path)?;
             Dump::Index { path: path_buf, entries, damage }
@@ -175,9 +211,84 @@ pub fn dump_file(path: &Path, with_records: bool) -> Result<Dump> {
 
 /// Dumps every file of a directory, in name order.
 pub fn dump_dir(dir: &Path, with_records: bool) -> Result<Vec<Dump>> {
+    dump_dir_with(dir, &DumpOptions { records: with_records, ..DumpOptions::default() })
+}
+
+/// [`dump_dir`] with a range and a record limit (counted over all files).
+pub fn dump_dir_with(dir: &Path, options: &DumpOptions) -> Result<Vec<Dump>> {
     let mut names = crate::log::load::dir_names(dir)?;
     names.sort();
-    names.iter().map(|name| dump_file(&dir.join(name), with_records)).collect()
+    let mut shown = 0;
+    names.iter().map(|name| dump_file_counted(&dir.join(name), options, &mut shown)).collect()
+}
+
+impl Dump {
+    /// The damage found in the file, if any.
+    pub fn damage(&self) -> Option<&Damage> {
+        match self {
+            Dump::Log { damage, .. }
+            | Dump::Index { damage, .. }
+            | Dump::TimeIndex { damage, .. }
+            | Dump::CleanerCheckpoint { damage, .. }
+            | Dump::Checkpoint { damage, .. }
+            | Dump::CleanShutdown { damage, .. } => damage.as_ref(),
+            Dump::Other { .. } => None,
+        }
+    }
+}
+
+/// The outcome of `dump --index-sanity-check` for one index file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IndexSanity {
+    /// The index file.
+    pub path: PathBuf,
+    /// Entries in use.
+    pub entries: u64,
+    /// What is wrong, if anything (then the next open rebuilds the index).
+    pub problem: Option<String>,
+}
+
+/// Kafka's `--index-sanity-check`: every `.index` and `.timeindex` in `paths` (files, or the files
+/// of a directory) checked for structure and against its segment, without printing entries.
+pub fn index_sanity(path: &Path) -> Result<Vec<IndexSanity>> {
+    let (dir, names) = if path.is_dir() {
+        let mut names = crate::log::load::dir_names(path)?;
+        names.sort();
+        (path.to_path_buf(), names)
+    } else {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+        (path.parent().map(Path::to_path_buf).unwrap_or_default(), vec![name])
+    };
+    let mut out = Vec::new();
+    for name in names {
+        let Some((base, suffix)) = parse_file_name(&name) else { continue };
+        if suffix != INDEX_SUFFIX && suffix != TIME_INDEX_SUFFIX {
+            continue;
+        }
+        let paths = crate::log::segment::SegmentPaths::new(&dir, base);
+        let mut report = VerifyReport::default();
+        let entries = if suffix == INDEX_SUFFIX {
+            read_index::<OffsetEntry>(&paths.index)?.0.len()
+        } else {
+            read_index::<TimeEntry>(&paths.time_index)?.0.len()
+        } as u64;
+        let problem = match std::fs::metadata(&paths.log) {
+            Err(_) => Some("no segment for this index (the next open deletes it)".to_owned()),
+            Ok(meta) => {
+                let walked = walk_batches(&paths.log, base, meta.len(), false)?;
+                let last = crate::log::load::list_segments(&dir)?.last().is_some_and(|f| f.base == base);
+                verify_indexes(&paths.index, &paths.time_index, base, &walked, last, &mut report)?;
+                let path = dir.join(&name);
+                report
+                    .findings
+                    .iter()
+                    .find(|f| f.file == path)
+                    .map(|f| format!("position {}: {}", f.position, f.problem))
+            }
+        };
+        out.push(IndexSanity { path: dir.join(&name), entries, problem });
+    }
+    Ok(out)
 }
 
 fn decoded<T>(bytes: Vec<u8>, decode: impl Fn(&[u8]) -> Result<T, Corruption>) -> (Option<T>, Option<Damage>) {
@@ -187,11 +298,24 @@ fn decoded<T>(bytes: Vec<u8>, decode: impl Fn(&[u8]) -> Result<T, Corruption>) -
     }
 }
 
-fn dump_log(path: &Path, base: u64, len: u64, with_records: bool) -> Result<Dump> {
-    let walked = walk_batches(path, base, len, with_records)?;
+fn dump_log(path: &Path, base: u64, len: u64, options: &DumpOptions, shown: &mut u64) -> Result<Dump> {
+    let walked = walk_batches(path, base, len, options.records)?;
+    let mut batches: Vec<BatchInfo> = walked
+        .batches
+        .into_iter()
+        .filter(|b| b.status != "ok" || options.wants(b.base_offset, b.last_offset))
+        .collect();
+    for batch in &mut batches {
+        if let Some(records) = batch.records.as_mut() {
+            records.retain(|r| options.wants(r.offset, r.offset));
+            let room = options.max_records.map_or(usize::MAX, |max| max.saturating_sub(*shown) as usize);
+            records.truncate(room);
+            *shown += records.len() as u64;
+        }
+    }
     Ok(Dump::Log {
         path: path.to_path_buf(),
-        batches: walked.batches,
+        batches,
         valid_len: walked.valid_len,
         file_len: len,
         damage: walked.damage,
@@ -279,15 +403,59 @@ fn read_index<E: IndexEntry>(path: &Path) -> Result<(Vec<E>, Option<Damage>)> {
     Ok((entries[..used].to_vec(), damage))
 }
 
-/// A problem `verify` found: corruption of data that should be there.
+/// How much a `verify` finding matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Damage to data that should be there: `verify` exits 1.
+    Error,
+    /// Worth knowing, not damage: something the next open repairs by itself (a missing or orphan
+    /// index, leftovers of an interrupted operation), a torn tail past the recovery point.
+    Note,
+}
+
+impl Severity {
+    /// `error` or `note`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Note => "note",
+        }
+    }
+}
+
+/// Something `verify` found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
+    /// How much it matters.
+    pub severity: Severity,
     /// The file.
     pub file: PathBuf,
-    /// Byte position in it.
+    /// Byte position in it (0 for a note about the whole file).
     pub position: u64,
     /// What is wrong.
     pub problem: String,
+    /// Damage to the records themselves (a segment, or the log ending before its recovery point),
+    /// which strict recovery refuses to cut; index damage is only rebuilt.
+    #[serde(skip)]
+    pub data: bool,
+}
+
+impl Finding {
+    fn error(file: &Path, position: u64, problem: impl Into<String>) -> Finding {
+        let data = file.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(LOG_SUFFIX));
+        Finding { severity: Severity::Error, file: file.to_path_buf(), position, problem: problem.into(), data }
+    }
+
+    fn note(file: &Path, problem: impl Into<String>) -> Finding {
+        Finding {
+            severity: Severity::Note,
+            file: file.to_path_buf(),
+            position: 0,
+            problem: problem.into(),
+            data: false,
+        }
+    }
 }
 
 /// What `verify` checked and found.
@@ -295,34 +463,43 @@ pub struct Finding {
 pub struct VerifyReport {
     /// Segments checked.
     pub segments: u64,
-    /// Valid batches and records.
+    /// Valid batches.
     pub batches: u64,
     /// Valid records.
     pub records: u64,
     /// Bytes of valid batches.
     pub bytes: u64,
-    /// First and next offset of the valid log.
+    /// First offset of the valid log.
     pub start_offset: u64,
     /// The offset after the last valid batch.
     pub next_offset: u64,
     /// The recovery point in the checkpoint, if it is readable.
     pub recovery_point: Option<u64>,
-    /// Corruption found, each with file and position. Empty means clean.
+    /// What was found, errors first. No errors means clean.
     pub findings: Vec<Finding>,
-    /// Things worth knowing that are not corruption (a torn tail past the recovery point, leftover
-    /// files of interrupted operations, untrimmed segments).
-    pub notes: Vec<String>,
 }
 
 impl VerifyReport {
-    /// Whether nothing is corrupt.
+    /// Whether nothing is damaged (notes do not count).
     pub fn is_clean(&self) -> bool {
-        self.findings.is_empty()
+        self.errors().next().is_none()
+    }
+
+    /// The findings that are damage.
+    pub fn errors(&self) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(|f| f.severity == Severity::Error)
+    }
+
+    /// The findings that are notes.
+    pub fn notes(&self) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(|f| f.severity == Severity::Note)
     }
 }
 
 /// Checks every segment, index and the checkpoint of the log in `dir`, read-only (through
 /// [`Log::open_read_only`]; safe on a live log, where a torn tail is the batch being written).
+/// A problem that follows from one already found (a gap after a damaged segment, the log ending
+/// before its recovery point because of it) is not reported twice.
 pub fn verify(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
     let log = Log::open_read_only(dir, config.clone())?;
     let mut report = VerifyReport { start_offset: log.start_offset(), ..VerifyReport::default() };
@@ -331,11 +508,15 @@ pub fn verify(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
     report.recovery_point = checkpoint.map(|c| c.recovery_point);
     let files = crate::log::load::list_segments(dir)?;
     let mut expected = files.first().map_or(0, |f| f.base);
+    let mut damaged = false;
+    let largest = files.iter().map(|f| f.len).max().unwrap_or(0);
     for (i, file) in files.iter().enumerate() {
         let path = crate::log::segment::SegmentPaths::new(dir, file.base);
-        if file.base != expected {
+        if file.base != expected && !damaged {
             let problem = Corruption::SegmentGap { expected, found: file.base }.to_string();
-            report.findings.push(Finding { file: path.log.clone(), position: 0, problem });
+            let mut finding = Finding::error(&path.log, 0, problem);
+            finding.data = report.recovery_point.is_none_or(|rp| expected < rp);
+            report.findings.push(finding);
         }
         let walked = walk_batches(&path.log, file.base, file.len, false)?;
         report.segments += 1;
@@ -344,93 +525,305 @@ pub fn verify(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
             walked.batches.iter().filter(|b| b.status == "ok").map(|b| u64::from(b.record_count)).sum::<u64>();
         report.bytes += walked.valid_len;
         let last = i + 1 == files.len();
-        judge_end(&path.log, &walked, file.len, last, report.recovery_point, &mut report);
+        let sealed = !last && (file.len < largest || ends_in_data(&path.log, file.len)?);
+        damaged |= judge_end(&path.log, &walked, file.len, (last, sealed), report.recovery_point, &mut report);
         verify_indexes(&path.index, &path.time_index, file.base, &walked, last, &mut report)?;
         expected = walked.next_offset;
     }
     report.next_offset = expected;
-    if let Some(rp) = report.recovery_point.filter(|&rp| rp > expected) {
-        let file = dir.join(CHECKPOINT_FILE);
+    if let Some(rp) = report.recovery_point.filter(|&rp| rp > expected && !damaged) {
         let problem = Corruption::EndsBeforeRecoveryPoint { end: expected, recovery_point: rp }.to_string();
-        report.findings.push(Finding { file, position: 0, problem });
+        let mut finding = Finding::error(&dir.join(CHECKPOINT_FILE), 0, problem);
+        finding.data = true;
+        report.findings.push(finding);
     }
     note_leftovers(dir, &mut report)?;
+    report.findings.sort_by_key(|f| f.severity);
     Ok(report)
 }
 
-/// `strata recover`: opens the log offline with a forced scan from the recovery point (the
-/// clean-shutdown marker is removed first, so damage in the active segment is found too), closes it
-/// cleanly, and returns what recovery did. With `force`, damage below the recovery point is cut
-/// (`RecoveryMode::TruncateCorrupt`); without it, it is an error and no data is changed.
-pub fn recover(dir: &Path, force: bool) -> Result<crate::RecoveryReport> {
-    if !dir.is_dir() {
-        return Err(Error::NotADirectory { path: dir.to_path_buf() });
+/// What is at a path given as a log directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirState {
+    /// Nothing there yet.
+    Missing,
+    /// A directory with no files (a lock file left alone does not count).
+    Empty,
+    /// A directory holding segments or a checkpoint.
+    Log,
+    /// A directory whose files are not a log's.
+    NotALog,
+}
+
+/// Looks at `dir` without changing anything.
+pub fn dir_state(dir: &Path) -> Result<DirState> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(DirState::Missing),
+        Err(_) if dir.exists() && !dir.is_dir() => return Err(Error::NotADirectory { path: dir.to_path_buf() }),
+        Err(e) => return Err(Error::io("list", dir)(e)),
+    };
+    let mut any = false;
+    for entry in entries {
+        let name = entry.map_err(Error::io("list", dir))?.file_name();
+        let name = name.to_string_lossy();
+        let segment = parse_file_name(&name).is_some_and(|(_, suffix)| suffix == LOG_SUFFIX);
+        if segment || name == CHECKPOINT_FILE {
+            return Ok(DirState::Log);
+        }
+        any |= name != LOCK_FILE;
     }
+    Ok(if any { DirState::NotALog } else { DirState::Empty })
+}
+
+/// [`Log::open`], except that an open that fails takes back the files it added (a directory it
+/// created, indexes it rebuilt, the lock file), so a failed command leaves the directory as it
+/// found it. Files the open removed (leftovers of interrupted operations) stay removed: they were
+/// to be removed by any open.
+pub fn open_or_undo(dir: &Path, config: LogConfig) -> Result<Log> {
+    let before = match dir_state(dir)? {
+        DirState::Missing => None,
+        _ => Some(crate::log::load::dir_names(dir)?),
+    };
+    let error = match Log::open(dir, config) {
+        Ok(log) => return Ok(log),
+        Err(e) => e,
+    };
+    match before {
+        None => {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        Some(before) => {
+            for name in crate::log::load::dir_names(dir).unwrap_or_default() {
+                let derived = matches!(parse_file_name(&name), Some((_, INDEX_SUFFIX | TIME_INDEX_SUFFIX)));
+                if !before.contains(&name) && (derived || name == LOCK_FILE) {
+                    let _ = crate::storage::remove_if_exists(&dir.join(&name));
+                }
+            }
+            let _ = crate::storage::sync_dir(dir);
+        }
+    }
+    Err(error)
+}
+
+/// Options of [`recover`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecoverOptions {
+    /// Accept losing acknowledged records below damage (`RecoveryMode::TruncateCorrupt`).
+    pub force: bool,
+    /// Change nothing: say what recovery would do, from a read-only check.
+    pub dry_run: bool,
+}
+
+/// The log as `verify` saw it, before or after recovery.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LogShape {
+    /// First offset.
+    pub start_offset: u64,
+    /// Next offset.
+    pub next_offset: u64,
+    /// Valid records.
+    pub records: u64,
+    /// Bytes of valid batches.
+    pub bytes: u64,
+    /// Segments.
+    pub segments: u64,
+}
+
+impl From<&VerifyReport> for LogShape {
+    fn from(r: &VerifyReport) -> LogShape {
+        LogShape {
+            start_offset: r.start_offset,
+            next_offset: r.next_offset,
+            records: r.records,
+            bytes: r.bytes,
+            segments: r.segments,
+        }
+    }
+}
+
+/// What `strata recover` did, would do (`dry_run`), or refused to do (`refused`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RecoverOutcome {
+    /// Nothing was changed: this says what recovery would do.
+    pub dry_run: bool,
+    /// Nothing was changed: the log has damage below its recovery point and `force` was not given.
+    pub refused: bool,
+    /// The log before (from a read-only check; its next offset is at least the recovery point the
+    /// log claimed, its records are the valid ones that could be counted).
+    pub before: LogShape,
+    /// The log after (`None` for a dry run or a refusal).
+    pub after: Option<LogShape>,
+    /// Records removed: the valid records that are gone, or the acknowledged records lost if more
+    /// (the records of a damaged batch cannot be counted before it is cut).
+    pub records_removed: u64,
+    /// The first and last offset removed from the end, if any.
+    pub offsets_removed: Option<[u64; 2]>,
+    /// Bytes of segment data removed, torn or damaged bytes included.
+    pub bytes_removed: u64,
+    /// Records below the recovery point (acknowledged as durable) that were lost.
+    pub acknowledged_records_lost: u64,
+    /// Segments validated batch by batch.
+    pub segments_scanned: u64,
+    /// Segments whose indexes were rebuilt.
+    pub indexes_rebuilt: u64,
+    /// Files deleted (leftovers, orphan indexes, segments after a cut).
+    pub files_deleted: Vec<PathBuf>,
+    /// Damaged segments kept as `.corrupt`.
+    pub files_kept_corrupt: Vec<PathBuf>,
+    /// The recovery point after.
+    pub recovery_point: Option<u64>,
+    /// What the read-only check found before: the damage and the notes recovery acts on.
+    pub found: Vec<Finding>,
+}
+
+/// `strata recover`: checks the log read-only, then (unless `dry_run`) opens it offline with a
+/// forced scan (the clean-shutdown marker is removed first, so damage in the active segment is
+/// found too), closes it cleanly, and reports what changed. Damage below the recovery point is
+/// refused without `force` before anything is touched; with `force` it is cut
+/// (`RecoveryMode::TruncateCorrupt`) and the damaged segment kept as `.corrupt`. A directory that
+/// holds no log is an error: recovery never creates one.
+pub fn recover(dir: &Path, options: RecoverOptions) -> Result<RecoverOutcome> {
+    match dir_state(dir)? {
+        DirState::Log => {}
+        DirState::Missing => {
+            return Err(Error::io("open", dir)(std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory")));
+        }
+        DirState::Empty | DirState::NotALog => {
+            let reason = "no segments or checkpoint: not a log directory, nothing to recover";
+            return Err(Error::io("recover", dir)(std::io::Error::other(reason)));
+        }
+    }
+    let before = verify(dir, &LogConfig::default());
+    let mut outcome = RecoverOutcome { dry_run: options.dry_run, ..RecoverOutcome::default() };
+    if let Ok(report) = &before {
+        outcome.before = LogShape::from(report);
+        outcome.recovery_point = report.recovery_point;
+        outcome.found = report.findings.clone();
+        let damage = report.errors().any(|f| f.data);
+        if (damage && !options.force) || options.dry_run {
+            outcome.refused = damage && !options.force && !options.dry_run;
+            return Ok(outcome);
+        }
+    }
+    let report = recover_now(dir, options.force)?;
+    let after = verify(dir, &LogConfig::default())?;
+    let after_shape = LogShape::from(&after);
+    // Records in damaged batches cannot be counted before the cut; the offsets say where the log
+    // ended (at least the recovery point) and where it ends now.
+    let end_before = outcome.before.next_offset.max(outcome.recovery_point.unwrap_or(0));
+    outcome.before.next_offset = end_before;
+    outcome.records_removed =
+        outcome.before.records.saturating_sub(after_shape.records).max(report.acknowledged_records_lost);
+    if end_before > after_shape.next_offset {
+        outcome.offsets_removed = Some([after_shape.next_offset, end_before - 1]);
+    }
+    outcome.after = Some(after_shape);
+    outcome.bytes_removed = report.bytes_truncated;
+    outcome.acknowledged_records_lost = report.acknowledged_records_lost;
+    outcome.segments_scanned = report.segments_scanned;
+    outcome.indexes_rebuilt = report.indexes_rebuilt;
+    outcome.files_deleted = report.files_deleted;
+    outcome.files_kept_corrupt = report.files_kept_corrupt;
+    outcome.recovery_point = Some(report.recovery_point);
+    Ok(outcome)
+}
+
+/// The recovery itself. If the open fails, the clean-shutdown marker it removed is put back, so a
+/// failed recovery leaves the directory as it found it.
+fn recover_now(dir: &Path, force: bool) -> Result<crate::RecoveryReport> {
     let recovery = if force { crate::RecoveryMode::TruncateCorrupt } else { crate::RecoveryMode::Strict };
     // Reopening re-extends the active segment to `segment_bytes`: use the largest size the log
     // already has, not the 1 GiB default, so an offline recovery needs no new disk space.
     let largest = crate::log::load::list_segments(dir)?.iter().map(|f| f.len).max().unwrap_or(0);
     let segment_bytes = largest.clamp(crate::format::MIN_SEGMENT_BYTES, LogConfig::default().segment_bytes);
     let config = LogConfig { recovery, segment_bytes, ..LogConfig::default() };
+    let marker_path = dir.join(CLEAN_SHUTDOWN_FILE);
     // Take the lock before touching the marker: never under a live writer.
     let lock = crate::log::lock_dir(dir)?;
-    if crate::storage::remove_if_exists(&dir.join(CLEAN_SHUTDOWN_FILE))? {
+    let marker = std::fs::read(&marker_path).ok();
+    if crate::storage::remove_if_exists(&marker_path)? {
         crate::storage::sync_dir(dir)?;
     }
     drop(lock);
-    let log = Log::open(dir, config)?;
-    let report = log.recovery_report().clone();
-    log.close()?;
-    Ok(report)
+    match open_or_undo(dir, config) {
+        Ok(log) => {
+            let report = log.recovery_report().clone();
+            log.close()?;
+            Ok(report)
+        }
+        Err(e) => {
+            if let Some(bytes) = marker.filter(|_| !marker_path.exists()) {
+                std::fs::write(&marker_path, bytes).map_err(Error::io("restore", &marker_path))?;
+                crate::storage::sync_dir(dir)?;
+            }
+            Err(e)
+        }
+    }
 }
 
 fn verify_checkpoint(dir: &Path, report: &mut VerifyReport) -> Result<Option<Checkpoint>> {
     match Checkpoint::read(dir)? {
         Some(Ok(stored)) => Ok(Some(stored.checkpoint)),
         Some(Err(reason)) => {
-            report.findings.push(Finding { file: dir.join(CHECKPOINT_FILE), position: 0, problem: reason.to_string() });
+            report.findings.push(Finding::error(&dir.join(CHECKPOINT_FILE), 0, reason.to_string()));
             Ok(None)
         }
         None => {
-            report.notes.push("no checkpoint: the next open scans from the first segment".to_owned());
+            report
+                .findings
+                .push(Finding::note(&dir.join(CHECKPOINT_FILE), "missing: the next open scans from the first segment"));
             Ok(None)
         }
     }
 }
 
-/// Whether the end of a segment's valid data is corruption, a torn tail, or just its end.
+/// Whether a segment file ends in data rather than in preallocated zeros: then it was sealed
+/// (trimmed) before the last shutdown, and damage in it cannot be a torn write.
+fn ends_in_data(path: &Path, len: u64) -> Result<bool> {
+    if len == 0 {
+        return Ok(false);
+    }
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(path).map_err(Error::io("open", path))?;
+    let mut last = [0u8; 1];
+    file.read_exact_at(&mut last, len - 1).map_err(Error::io("read", path))?;
+    Ok(last[0] != 0)
+}
+
+/// Whether the end of a segment's valid data is corruption, a torn tail, or just its end; true if
+/// it is corruption. Corruption is acknowledged data (what strict recovery refuses to cut) when it
+/// is below the recovery point or in a segment that was sealed.
 fn judge_end(
     path: &Path,
     walked: &Walked,
     file_len: u64,
-    last: bool,
+    (last, sealed): (bool, bool),
     recovery_point: Option<u64>,
     report: &mut VerifyReport,
-) {
+) -> bool {
     let Some(damage) = &walked.damage else {
         if !last && walked.valid_len < file_len {
-            report.notes.push(format!(
-                "{}: untrimmed ({} zero bytes after the data)",
-                path.display(),
-                file_len - walked.valid_len
-            ));
+            let zeros = file_len - walked.valid_len;
+            report.findings.push(Finding::note(path, format!("untrimmed: {zeros} zero bytes after the data")));
         }
-        return;
+        return false;
     };
     let acknowledged = recovery_point.is_none_or(|rp| walked.next_offset < rp);
     if last && !acknowledged {
-        report.notes.push(format!(
-            "{}: torn tail at position {} past the recovery point ({}): the end of a live log, or removed by recovery",
-            path.display(),
-            damage.position,
-            damage.reason
+        report.findings.push(Finding::note(
+            path,
+            format!(
+                "torn tail at position {} past the recovery point ({}): the end of a live log, or cut by the next recovery",
+                damage.position, damage.reason
+            ),
         ));
+        false
     } else {
-        report.findings.push(Finding {
-            file: path.to_path_buf(),
-            position: damage.position,
-            problem: damage.reason.clone(),
-        });
+        let mut finding = Finding::error(path, damage.position, damage.reason.clone());
+        finding.data = acknowledged || sealed;
+        report.findings.push(finding);
+        true
     }
 }
 
@@ -447,10 +840,13 @@ fn verify_indexes(
     let starts: Vec<(u64, u64)> =
         walked.batches.iter().filter(|b| b.status == "ok").map(|b| (b.position, b.base_offset)).collect();
     let mut finding = |file: &Path, position: u64, problem: String| {
-        report.findings.push(Finding { file: file.to_path_buf(), position, problem });
+        report.findings.push(Finding::error(file, position, problem));
     };
-    if !index.exists() || !time_index.exists() {
-        finding(index, 0, "index file missing (open rebuilds it)".to_owned());
+    let missing: Vec<&Path> = [index, time_index].into_iter().filter(|p| !p.exists()).collect();
+    if !missing.is_empty() {
+        for path in missing {
+            report.findings.push(Finding::note(path, "missing: the next open rebuilds it"));
+        }
         return Ok(());
     }
     let (offsets, damage) = read_index::<OffsetEntry>(index)?;
@@ -464,7 +860,10 @@ fn verify_indexes(
             finding(
                 index,
                 (i * OffsetEntry::LEN) as u64,
-                format!("entry {e:?} does not point at a batch with that offset"),
+                format!(
+                    "entry (relative offset {}, position {}) does not point at a batch with that offset",
+                    e.relative_offset, e.position
+                ),
             );
         }
     }
@@ -475,7 +874,14 @@ fn verify_indexes(
     let past_end =
         |e: &&TimeEntry| base.saturating_add(u64::from(e.relative_offset)) >= walked.next_offset.max(base + 1);
     if let Some(e) = times.iter().find(past_end).filter(|_| walked.damage.is_none()) {
-        finding(time_index, 0, format!("entry {e:?} points past the segment's last offset"));
+        finding(
+            time_index,
+            0,
+            format!(
+                "entry (timestamp {}, relative offset {}) points past the segment's last offset",
+                e.timestamp_ms, e.relative_offset
+            ),
+        );
     }
     let max = walked.batches.iter().filter(|b| b.status == "ok").map(|b| b.max_timestamp).max().unwrap_or(0);
     if !last && max > 0 && walked.damage.is_none() && times.last().is_none_or(|e| e.timestamp_ms != max) {
@@ -485,9 +891,20 @@ fn verify_indexes(
 }
 
 fn note_leftovers(dir: &Path, report: &mut VerifyReport) -> Result<()> {
-    for name in crate::log::load::dir_names(dir)? {
+    let names = crate::log::load::dir_names(dir)?;
+    for name in &names {
+        let path = dir.join(name);
         if [SWAP_SUFFIX, CLEANED_SUFFIX, DELETED_SUFFIX, TMP_SUFFIX].iter().any(|s| name.ends_with(s)) {
-            report.notes.push(format!("{name}: left by an interrupted operation; the next open resolves it"));
+            report.findings.push(Finding::note(&path, "left by an interrupted operation; the next open resolves it"));
+        }
+        let orphan = match parse_file_name(name) {
+            Some((base, INDEX_SUFFIX | TIME_INDEX_SUFFIX)) => {
+                !names.contains(&crate::format::file_name(base, LOG_SUFFIX))
+            }
+            _ => false,
+        };
+        if orphan {
+            report.findings.push(Finding::note(&path, "orphan index (no segment); the next open deletes it"));
         }
     }
     Ok(())

@@ -11,6 +11,7 @@ pub mod format;
 pub mod inspect;
 mod log;
 mod producer;
+mod records;
 mod storage;
 #[cfg(feature = "cli")]
 pub mod tools;
@@ -24,3 +25,4 @@ pub use log::{
     LogReader, OffsetEntry, Record, RecordView, RecoveryReport, TimeEntry, encode_batch,
 };
 pub use producer::{BufferPool, BufferPoolMetrics, PooledBuffer, Producer, ProducerConfig, SendHandle};
+pub use records::Records;

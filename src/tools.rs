@@ -1,117 +1,203 @@
-//! The `strata produce` and `strata consume` commands as library functions over any reader and
-//! writer, so they are tested without a process.
+//! The commands of the `strata` binary that act on a log (`produce`, `consume`, `offsets` and the
+//! admin commands `truncate`, `delete-before`, `compact`) as library functions over any reader and
+//! writer, returning values, so they are tested without a process and the binary only prints.
 
-use std::io::{BufRead, Write};
+pub mod consume;
+pub mod produce;
+pub mod render;
+pub mod text;
 
-use crate::error::{Error, Result};
-use crate::log::{Log, Record};
+use std::fmt;
+use std::path::Path;
 
-/// Options of [`produce`].
-#[derive(Debug, Clone, Copy)]
-pub struct ProduceOptions {
-    /// Flush after each batch and report each record's offset only once it is durable.
-    pub sync: bool,
-    /// Lines per append (a smaller batch is appended at end of input).
-    pub batch: usize,
-    /// Report offsets as soon as they are stored, before they are durable (ignored with `sync`).
-    pub print_offsets: bool,
+use serde::Serialize;
+
+use crate::config::LogConfig;
+use crate::error::Error;
+use crate::inspect::{DirState, dir_state};
+use crate::log::{Checkpoint, CleanShutdown, CompactionReport, Log};
+
+pub use consume::{ConsumeOptions, ConsumeSummary, Output, Start, Template, consume};
+pub use produce::{Framing, ProduceOptions, ProduceSummary, produce};
+
+/// Why a command failed, by what the user should look at.
+#[derive(Debug)]
+pub enum ToolError {
+    /// The log (its files, a lock, a corruption).
+    Log(Error),
+    /// Writing the output (a closed pipe is the reader's choice, not an error).
+    Output(std::io::Error),
+    /// The input: a read error or a record that cannot be taken, naming its line.
+    Input(String),
+    /// The command line asks for something that cannot be done.
+    Usage(String),
 }
 
-/// Appends each line of `input` (without its line ending) as one record, `batch` lines per append.
-/// With `sync`, each batch is flushed, then the offset of each of its records is written to `out`,
-/// one per line, and `out` is flushed: a printed offset is durable. Returns the records appended.
-pub fn produce(log: &Log, input: impl BufRead, out: &mut dyn Write, options: ProduceOptions) -> Result<u64> {
-    let mut lines: Vec<String> = Vec::with_capacity(options.batch);
-    let mut appended = 0;
-    let mut input = input.lines();
-    loop {
-        let line = input.next().transpose().map_err(Error::io("read", "stdin"))?;
-        if let Some(line) = line {
-            lines.push(line);
-            if lines.len() < options.batch.max(1) {
-                continue;
-            }
-        }
-        if lines.is_empty() {
-            break;
-        }
-        let records: Vec<Record<'_>> = lines.iter().map(|l| Record::new(l.as_bytes())).collect();
-        let info = log.append(&records)?;
-        appended += records.len() as u64;
-        lines.clear();
-        if options.sync {
-            log.flush()?;
-        }
-        if options.sync || options.print_offsets {
-            for offset in info.base_offset..=info.last_offset {
-                writeln!(out, "{offset}").map_err(write_error)?;
-            }
-            out.flush().map_err(write_error)?;
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ToolError::Log(e) => write!(f, "{e}"),
+            ToolError::Output(e) => write!(f, "writing output: {e}"),
+            ToolError::Input(e) => write!(f, "input: {e}"),
+            ToolError::Usage(e) => write!(f, "{e}"),
         }
     }
-    log.flush()?;
-    Ok(appended)
 }
 
-/// Writes every visible record from `from` (default: the log start) to `out`: `offset<TAB>value`
-/// lines, or with `json` one object per line with offset, timestamp, key and value (as UTF-8,
-/// invalid bytes replaced). Returns the records written.
-pub fn consume(log: &Log, from: Option<u64>, json: bool, out: &mut dyn Write) -> Result<u64> {
-    let mut next = from.unwrap_or(log.start_offset()).max(log.start_offset());
-    let end = log.visible_end();
-    let mut written = 0;
-    while next < end {
-        let mut reader = log.read(next, 1 << 20)?;
-        for record in reader.by_ref() {
-            let record = record?;
-            let value = record.value().unwrap_or_default();
-            if json {
-                let line = serde_json::json!({
-                    "offset": record.offset(),
-                    "timestamp_ms": record.timestamp_ms(),
-                    "key": record.key().map(String::from_utf8_lossy),
-                    "value": String::from_utf8_lossy(value),
-                });
-                writeln!(out, "{line}").map_err(write_error)?;
-            } else {
-                write!(out, "{}\t", record.offset()).map_err(write_error)?;
-                out.write_all(value).map_err(write_error)?;
-                writeln!(out).map_err(write_error)?;
-            }
-            written += 1;
-        }
-        next = reader.next_offset();
+impl From<std::io::Error> for ToolError {
+    fn from(e: std::io::Error) -> ToolError {
+        ToolError::Output(e)
     }
-    out.flush().map_err(write_error)?;
-    Ok(written)
 }
 
-fn write_error(source: std::io::Error) -> Error {
-    Error::Io { op: "write", path: "stdout".into(), source }
+/// Fails unless `dir` holds a log: commands that change a log must never create one, nor write
+/// into a directory of other files.
+pub fn require_log(dir: &Path) -> Result<(), ToolError> {
+    match dir_state(dir).map_err(ToolError::Log)? {
+        DirState::Log => Ok(()),
+        DirState::Missing => Err(ToolError::Usage(format!("{}: no such directory", dir.display()))),
+        DirState::Empty => Err(ToolError::Usage(format!("{}: empty directory, no log here", dir.display()))),
+        DirState::NotALog => Err(not_a_log(dir)),
+    }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::LogConfig;
+fn not_a_log(dir: &Path) -> ToolError {
+    ToolError::Usage(format!(
+        "{} is not a log directory: it holds other files and no segments or checkpoint; refusing to write into it",
+        dir.display()
+    ))
+}
 
-    #[test]
-    fn produce_then_consume_round_trips_lines() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let log = Log::open(dir.path(), LogConfig::default()).expect("open");
-        let mut acks = Vec::new();
-        let options = ProduceOptions { sync: true, batch: 2, print_offsets: false };
-        let n = produce(&log, &b"one\ntwo\nthree\n"[..], &mut acks, options).expect("produce");
-        assert_eq!(n, 3);
-        assert_eq!(String::from_utf8(acks).expect("utf8"), "0\n1\n2\n");
-        let mut out = Vec::new();
-        consume(&log, Some(1), false, &mut out).expect("consume");
-        assert_eq!(String::from_utf8(out).expect("utf8"), "1\ttwo\n2\tthree\n");
-        let mut out = Vec::new();
-        consume(&log, None, true, &mut out).expect("consume");
-        let first: serde_json::Value =
-            serde_json::from_slice(out.split(|&b| b == b'\n').next().expect("line")).expect("json");
-        assert_eq!(first["offset"], 0);
-        assert_eq!(first["value"], "one");
+/// Fails if `dir` is a directory of other files (a new log goes into a new or empty directory).
+pub fn require_log_or_new(dir: &Path) -> Result<(), ToolError> {
+    match dir_state(dir).map_err(ToolError::Log)? {
+        DirState::NotALog => Err(not_a_log(dir)),
+        _ => Ok(()),
+    }
+}
+
+/// `strata offsets`: where a log starts and ends (kafka-get-offsets), read-only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Offsets {
+    /// The first readable offset.
+    pub earliest: u64,
+    /// The next offset (one past the last record).
+    pub latest: u64,
+    /// Every offset below this is durable: `latest` after a clean close, else the checkpoint's
+    /// recovery point (the log is open, or was not closed cleanly).
+    pub durable: u64,
+    /// The recovery point in the checkpoint, if it is readable.
+    pub recovery_point: Option<u64>,
+    /// Whether the log was closed cleanly (a valid clean-shutdown marker that matches).
+    pub closed_cleanly: bool,
+    /// Segments.
+    pub segments: u64,
+    /// Bytes of batches in the segments.
+    pub bytes: u64,
+    /// With `--time`: the first offset whose timestamp is at or after it (`latest` if none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset_for_time: Option<u64>,
+}
+
+/// Reads the offsets of the log in `dir` without changing anything (safe on a live log); with
+/// `time_ms`, also the first offset at or after that time.
+pub fn offsets(dir: &Path, time_ms: Option<i64>) -> Result<Offsets, ToolError> {
+    require_log(dir)?;
+    let log = Log::open_read_only(dir, LogConfig::default())?;
+    let metrics = log.metrics();
+    let recovery_point = Checkpoint::read(dir)?.and_then(Result::ok).map(|c| c.recovery_point);
+    let (earliest, latest) = (log.start_offset(), log.visible_end());
+    let marker = std::fs::read(dir.join(crate::format::CLEAN_SHUTDOWN_FILE)).ok();
+    let closed_cleanly = marker.and_then(|b| CleanShutdown::decode(&b).ok()).is_some_and(|m| m.next_offset == latest);
+    let offset_for_time = match time_ms {
+        Some(ms) => Some(log.offset_for_timestamp(ms)?.unwrap_or(latest)),
+        None => None,
+    };
+    Ok(Offsets {
+        earliest,
+        latest,
+        durable: if closed_cleanly { latest } else { recovery_point.unwrap_or(0).min(latest) },
+        recovery_point,
+        closed_cleanly,
+        segments: metrics.segments,
+        bytes: metrics.bytes_on_disk,
+        offset_for_time,
+    })
+}
+
+/// What an admin command (`truncate`, `delete-before`, `compact`) did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AdminReport {
+    /// The command.
+    pub command: &'static str,
+    /// Offsets before: log start and next offset.
+    pub start_before: u64,
+    /// The next offset before.
+    pub next_before: u64,
+    /// The log start offset after.
+    pub start_after: u64,
+    /// The next offset after.
+    pub next_after: u64,
+    /// Segments before and after.
+    pub segments_before: u64,
+    /// Segments after.
+    pub segments_after: u64,
+    /// For `compact`: what the pass did (`None`: nothing was dirty).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<CompactionReport>,
+}
+
+/// Opens the closed log in `dir` for an admin command (never creating one), runs `op`, closes it
+/// cleanly and reports the offsets before and after.
+fn admin(
+    dir: &Path,
+    command: &'static str,
+    op: impl FnOnce(&Log) -> Result<Option<CompactionReport>, Error>,
+) -> Result<AdminReport, ToolError> {
+    require_log(dir)?;
+    let log = crate::inspect::open_or_undo(dir, admin_config(dir)?)?;
+    let (start_before, next_before, segments_before) = (log.start_offset(), log.next_offset(), log.segment_count());
+    let compaction = op(&log)?;
+    let (start_after, next_after, segments_after) = (log.start_offset(), log.next_offset(), log.segment_count());
+    log.close()?;
+    Ok(AdminReport {
+        command,
+        start_before,
+        next_before,
+        start_after,
+        next_after,
+        segments_before: segments_before as u64,
+        segments_after: segments_after as u64,
+        compaction,
+    })
+}
+
+/// The config an offline command opens a log with: segments no larger than the log already has
+/// (reopening re-extends the active segment, and an admin command should need no new disk space),
+/// deletions unlinked at once.
+fn admin_config(dir: &Path) -> Result<LogConfig, ToolError> {
+    let largest = crate::log::load::list_segments(dir)?.iter().map(|f| f.len).max().unwrap_or(0);
+    let segment_bytes = largest.clamp(crate::format::MIN_SEGMENT_BYTES, LogConfig::default().segment_bytes);
+    Ok(LogConfig { segment_bytes, file_delete_delay_ms: 0, ..LogConfig::default() })
+}
+
+/// `strata truncate`: removes every record at or after `offset` (a batch is removed whole).
+pub fn truncate(dir: &Path, offset: u64) -> Result<AdminReport, ToolError> {
+    admin(dir, "truncate", |log| log.truncate_to(offset).map(|_| None))
+}
+
+/// `strata delete-before`: moves the log start to `offset`, deleting whole segments below it.
+pub fn delete_before(dir: &Path, offset: u64) -> Result<AdminReport, ToolError> {
+    admin(dir, "delete-before", |log| log.delete_records_before(offset).map(|_| None))
+}
+
+/// `strata compact`: one compaction pass (the latest record per key is kept in sealed segments).
+pub fn compact(dir: &Path) -> Result<AdminReport, ToolError> {
+    admin(dir, "compact", Log::compact)
+}
+
+impl From<Error> for ToolError {
+    fn from(e: Error) -> ToolError {
+        ToolError::Log(e)
     }
 }

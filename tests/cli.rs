@@ -1,4 +1,4 @@
-//! The `strata` binary: `verify` exit codes (0 clean, 1 corruption, 2 usage or I/O error), `dump`
+//! The `strata` binary: `verify` exit codes (0 clean, 1 damage, 2 usage or I/O error), `dump`
 //! of a damaged file up to the damage, `recover` with and without `--force`, `consume` on a live log.
 #![allow(clippy::unwrap_used)]
 
@@ -54,7 +54,7 @@ fn dump_shows_a_damaged_file_up_to_the_damage() {
     flip(&first, 300);
     let out =
         Command::new(env!("CARGO_BIN_EXE_strata")).args(["dump", "--json", "--records"]).arg(&first).output().unwrap();
-    assert!(out.status.success());
+    assert_eq!(out.status.code(), Some(1), "damage found");
     let dump: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let damage = dump[0]["damage"]["position"].as_u64().expect("the damage is shown");
     assert!(damage <= 300);
@@ -67,6 +67,11 @@ fn dump_shows_a_damaged_file_up_to_the_damage() {
     let text = Command::new(env!("CARGO_BIN_EXE_strata")).arg("dump").arg(dir.path()).output().unwrap();
     let text = String::from_utf8(text.stdout).unwrap();
     assert!(text.contains("DAMAGE") && text.contains("checkpoint") && text.contains("time index"), "{text}");
+    assert_eq!(
+        Command::new(env!("CARGO_BIN_EXE_strata")).arg("dump").arg(dir.path()).output().unwrap().status.code(),
+        Some(1),
+        "dump exits 1 when it finds damage"
+    );
 }
 
 #[test]
@@ -78,12 +83,16 @@ fn recover_refuses_acknowledged_damage_unless_forced() {
     let last = common::file_names(dir.path()).into_iter().rfind(|n| n.ends_with(".log")).unwrap();
     flip(&dir.path().join(&last), 100);
     let refused = strata(&["recover"], dir.path());
-    assert_eq!(refused.status.code(), Some(2), "strict recovery fails on damage below the recovery point");
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("corrupt"));
+    assert_eq!(refused.status.code(), Some(1), "strict recovery refuses damage below the recovery point");
+    assert!(String::from_utf8_lossy(&refused.stdout).contains("refused"));
     let forced = strata(&["recover", "--force", "--json"], dir.path());
     assert!(forced.status.success(), "{}", String::from_utf8_lossy(&forced.stderr));
     let report: serde_json::Value = serde_json::from_slice(&forced.stdout).unwrap();
     assert!(report["acknowledged_records_lost"].as_u64().unwrap() > 0);
+    let (before, after) = (&report["before"]["next_offset"], &report["after"]["next_offset"]);
+    let removed = before.as_u64().unwrap() - after.as_u64().unwrap();
+    assert_eq!(report["records_removed"].as_u64().unwrap(), removed, "counts add up: {report}");
+    assert_eq!(report["acknowledged_records_lost"].as_u64().unwrap(), removed, "all of them acknowledged: {report}");
     assert_eq!(report["files_kept_corrupt"].as_array().unwrap().len(), 1);
     assert!(first.exists());
     assert_eq!(strata(&["verify"], dir.path()).status.code(), Some(0), "recovered log verifies clean");
@@ -114,6 +123,6 @@ fn a_compacted_log_verifies_and_dumps_its_cleaner_batches() {
     assert_eq!(verified.status.code(), Some(0), "{}", String::from_utf8_lossy(&verified.stdout));
     let dump = strata(&["dump"], dir.path());
     let text = String::from_utf8_lossy(&dump.stdout);
-    assert!(text.contains(&format!("cleaned_up_to Some({})", report.cleaned_up_to)), "{text}");
+    assert!(text.contains(&format!("cleaned up to offset {}", report.cleaned_up_to)), "{text}");
     assert!(text.contains("attributes 0x0010"), "cleaner batches carry bit 4: {text}");
 }

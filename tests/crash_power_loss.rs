@@ -5,7 +5,9 @@
 //! acknowledged record must be there. Unlike a SIGKILL (the page cache survives), this catches a
 //! missing fdatasync or directory fsync.
 //!
-//! Runs only with `STRATA_POWERLOSS=1` and when `powercut available` succeeds (root, loop devices).
+//! Opt-in, so marked `#[ignore]` (a skipped test must never read as a passed one): run it with
+//! `cargo test --all-features --test crash_power_loss -- --ignored` as root with loop devices
+//! (`powercut available` must succeed; the test fails, not skips, when it does not).
 //! Cycles: `STRATA_POWERLOSS_CYCLES` (default 20). The tool: `STRATA_POWERCUT` (default
 //! `../shared/tools/powercut`).
 #![allow(clippy::unwrap_used)]
@@ -94,16 +96,16 @@ fn cycle(mount: &str, dir: &Path, next: u64, rng: &mut impl Rng) -> u64 {
     acked
 }
 
+/// Fails with the reason when the power cut cannot be simulated here: the test was asked for.
+fn require_powercut() {
+    let available = Command::new(powercut()).arg("available").status().is_ok_and(|s| s.success());
+    assert!(available, "{} available failed: the power-loss tests need root and loop devices", powercut().display());
+}
+
 #[test]
+#[ignore = "opt-in: needs root and loop devices; cargo test --all-features --test crash_power_loss -- --ignored"]
 fn power_loss_loses_nothing_acknowledged() {
-    if std::env::var("STRATA_POWERLOSS").as_deref() != Ok("1") {
-        eprintln!("skipped: set STRATA_POWERLOSS=1 to run the power-loss test");
-        return;
-    }
-    if !Command::new(powercut()).arg("available").status().is_ok_and(|s| s.success()) {
-        eprintln!("skipped: powercut is not available here (needs root and loop devices)");
-        return;
-    }
+    require_powercut();
     let cycles = std::env::var("STRATA_POWERLOSS_CYCLES").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
     let mut rng = common::rng("power_loss_loses_nothing_acknowledged");
     let mount = Mount(tool(&["setup", "256"]));
@@ -126,15 +128,9 @@ fn power_loss_loses_nothing_acknowledged() {
 /// fsynced (one whose valid data reached its file end, so nothing was cut): a crashed writer's
 /// unsynced batch in a segment of its own was then claimed durable, and lost at the next power cut.
 #[test]
+#[ignore = "opt-in: needs root and loop devices; cargo test --all-features --test crash_power_loss -- --ignored"]
 fn recovery_fsyncs_what_it_claims_durable() {
-    if std::env::var("STRATA_POWERLOSS").as_deref() != Ok("1") {
-        eprintln!("skipped: set STRATA_POWERLOSS=1 to run the power-loss test");
-        return;
-    }
-    if !Command::new(powercut()).arg("available").status().is_ok_and(|s| s.success()) {
-        eprintln!("skipped: powercut is not available here (needs root and loop devices)");
-        return;
-    }
+    require_powercut();
     let mount = Mount(tool(&["setup", "64"]));
     let dir = Path::new(&mount.0).join("log");
     // A writer that never fsyncs: a small record, then one larger than a segment (it gets a

@@ -43,11 +43,21 @@ fn old_log(dir: &Path) {
 
 /// The child: runs `STRATA_CHILD_OP` (`truncate:<offset>:<appends>` or `reset:<offset>:<appends>`)
 /// on the log in `STRATA_CHILD_DIR`, appends the new records without any fsync, reports "done" and
-/// waits to be killed. Only runs when the parent starts it.
+/// waits to be killed.
 #[test]
 #[ignore = "the child process of the tests below"]
 fn child_process() {
-    let (Ok(dir), Ok(op)) = (std::env::var(CHILD_DIR), std::env::var(CHILD_OP)) else { return };
+    // Started alone (`--ignored`, no parent), it runs a truncation on a log of its own.
+    let own = tempfile::tempdir().unwrap();
+    let parent = std::env::var(CHILD_DIR).is_ok();
+    let (dir, op) = match (std::env::var(CHILD_DIR), std::env::var(CHILD_OP)) {
+        (Ok(dir), Ok(op)) => (dir.into(), op),
+        _ => {
+            old_log(own.path());
+            (own.path().to_path_buf(), "truncate:200:10".to_owned())
+        }
+    };
+    let dir: std::path::PathBuf = dir;
     #[cfg(feature = "failpoints")]
     let _scenario = fail::FailScenario::setup();
     let log = Log::open(&dir, LogConfig { flush_policy: FlushPolicy::Never, ..config() }).unwrap();
@@ -65,7 +75,9 @@ fn child_process() {
         log.append(&[Record::new(&new(offset))]).unwrap();
     }
     println!("done {next}");
-    std::thread::sleep(std::time::Duration::from_secs(60));
+    if parent {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+    }
 }
 
 /// Runs the child on `dir`; returns its exit code (None when killed by us) and the next offset it

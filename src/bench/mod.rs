@@ -11,8 +11,9 @@ mod phases;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::config::FlushPolicy;
+use crate::config::{FlushPolicy, LogConfig};
 use crate::error::{Error, Result};
+use crate::format::BATCH_HEADER_LEN;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -70,6 +71,49 @@ impl BenchOptions {
     }
 }
 
+impl BenchOptions {
+    /// Checks the options before any work, naming the `strata bench` flag at fault: zero counts,
+    /// a value larger than a batch may be, and a batch (`batch` × `large_value_bytes`) larger
+    /// than the log accepts.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        let at_least_one = [
+            ("--records", self.records),
+            ("--batch", self.batch as u64),
+            ("--threads", self.threads as u64),
+            ("--producer-threads", self.producer_threads as u64),
+            ("--durable-ops", self.durable_ops),
+            ("--runs", self.runs as u64),
+            ("--value-size", self.large_value_bytes as u64),
+        ];
+        if let Some((flag, _)) = at_least_one.iter().find(|(_, v)| *v == 0) {
+            return Err(format!("{flag} must be at least 1"));
+        }
+        let max_batch = LogConfig::default().max_batch_bytes;
+        // A record costs its value and at most ~30 bytes of framing (varints); a batch adds a header.
+        let record_bytes = |value: usize| value as u64 + 30;
+        if record_bytes(self.large_value_bytes) + BATCH_HEADER_LEN as u64 > max_batch {
+            return Err(format!(
+                "--value-size {} is larger than a batch may be ({max_batch} bytes with framing)",
+                self.large_value_bytes
+            ));
+        }
+        let batch_bytes = (self.batch as u64).saturating_mul(record_bytes(self.large_value_bytes));
+        if batch_bytes.saturating_add(BATCH_HEADER_LEN as u64) > max_batch {
+            let most = (max_batch - BATCH_HEADER_LEN as u64) / record_bytes(self.large_value_bytes);
+            return Err(format!(
+                "--batch {} of --value-size {} makes batches of about {batch_bytes} bytes, more than the log's \
+                 max_batch_bytes ({max_batch}); use --batch {most} or less, or a smaller --value-size",
+                self.batch, self.large_value_bytes
+            ));
+        }
+        let threads = [("--threads", self.threads), ("--producer-threads", self.producer_threads)];
+        if let Some((flag, n)) = threads.iter().find(|(_, n)| *n > 1024) {
+            return Err(format!("{flag} {n} is more than 1024 threads"));
+        }
+        Ok(())
+    }
+}
+
 /// One measured figure (the median of the runs by throughput).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct BenchResult {
@@ -112,6 +156,7 @@ pub struct BenchResult {
 
 /// Runs every phase `options.runs` times, interleaved; `progress(phase, done, total)` reports.
 pub fn run(options: &BenchOptions, progress: &mut dyn FnMut(&str, u64, u64)) -> Result<Vec<BenchResult>> {
+    options.validate().map_err(|reason| Error::InvalidConfig { field: "bench options", reason })?;
     let parent = options.dir.clone().unwrap_or_else(std::env::temp_dir);
     let mut runs: Vec<Vec<BenchResult>> = Vec::new();
     for _ in 0..options.runs.max(1) {
@@ -236,6 +281,26 @@ mod tests {
         assert_eq!(percentile_us(&samples, 0.99), 990.0);
         assert_eq!(percentile_us(&samples, 0.999), 999.0);
         assert_eq!(percentile_us(&[], 0.5), 0.0);
+    }
+
+    #[test]
+    fn options_are_checked_before_any_work() {
+        let ok = BenchOptions::default();
+        assert_eq!(ok.validate(), Ok(()));
+        let zero_batch = BenchOptions { batch: 0, ..BenchOptions::default() };
+        assert!(zero_batch.validate().is_err_and(|e| e.contains("--batch")));
+        let huge = BenchOptions { large_value_bytes: 1_000_000_000_000, ..BenchOptions::default() };
+        assert!(huge.validate().is_err_and(|e| e.contains("--value-size")));
+        let oversized = BenchOptions { batch: 10_000, ..BenchOptions::default() };
+        let e = oversized.validate().expect_err("too large");
+        assert!(e.contains("--batch") && e.contains("--value-size"), "{e}");
+        for zero in [
+            BenchOptions { threads: 0, ..BenchOptions::default() },
+            BenchOptions { records: 0, ..BenchOptions::default() },
+            BenchOptions { runs: 0, ..BenchOptions::default() },
+        ] {
+            assert!(zero.validate().is_err());
+        }
     }
 
     #[test]

@@ -93,12 +93,12 @@ fn raw_write_fdatasync(dir: &Path, options: &BenchOptions, size: usize, progress
     let deadline = Instant::now() + Duration::from_secs_f64(options.durable_seconds);
     let mut latencies = Vec::new();
     let started = Instant::now();
-    while (latencies.len() as u64) < options.durable_ops / 4 && Instant::now() < deadline {
+    while (latencies.len() as u64) < options.durable_ops.div_ceil(4) && Instant::now() < deadline {
         let t = Instant::now();
         file.write_all(&chunk).map_err(Error::io("write", &path))?;
         file.sync_data().map_err(Error::io("fdatasync", &path))?;
         latencies.push(t.elapsed());
-        progress("raw_write_fdatasync", latencies.len() as u64, options.durable_ops / 4);
+        progress("raw_write_fdatasync", latencies.len() as u64, options.durable_ops.div_ceil(4));
     }
     let elapsed = started.elapsed();
     std::fs::remove_file(&path).map_err(Error::io("unlink", &path))?;

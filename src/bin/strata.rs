@@ -1,369 +1,565 @@
 //! `strata`: benchmark, inspect and drive a strata log from the command line. Thin: parses
-//! arguments, calls library code that returns values, prints them.
+//! arguments, calls library code that returns values (`tools`, `inspect`, `bench`), prints them.
 
 use std::io::{self, IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use strata_log::bench::{self, BenchOptions, BenchResult};
-use strata_log::inspect::{self, Dump, VerifyReport};
-use strata_log::tools::{self, ProduceOptions};
-use strata_log::{FlushPolicy, Log, LogConfig};
+use strata_log::inspect::{self, DumpOptions, RecoverOptions};
+use strata_log::tools::{self, ConsumeOptions, Framing, Output, ProduceOptions, Start, Template, ToolError, render};
+use strata_log::{Error, FlushPolicy, LogConfig};
+
+/// Printed under every command's `--help`.
+const FOOTER: &str = "\
+Exit codes:
+  0    ok
+  1    damage found (verify, dump, recover without --force, a corrupt record while consuming)
+  2    usage or I/O error
+  130  interrupted (Ctrl-C, SIGTERM); produce first appends what it read and closes the log cleanly
+
+Logging goes to stderr: -q for errors only, -v for info, -vv for debug; RUST_LOG (e.g.
+RUST_LOG=strata_log=debug) overrides both. Colour only when stderr is a terminal.";
 
 #[derive(Parser)]
-#[command(name = "strata", version, about = "Durable, segmented, append-only logs")]
+#[command(name = "strata", version, about = "Durable, segmented, append-only logs", after_help = FOOTER)]
 struct Cli {
+    /// Only log errors.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
+    /// Log more: -v info, -vv debug, -vvv trace.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand)]
 enum Command {
-    /// Measure throughput and latency of writes, durable writes, reads, the producer and recovery
-    /// against the disk's own baselines (no arguments needed; about a minute).
-    Bench {
-        /// Median of 5 runs with bigger phases (several minutes).
-        #[arg(long)]
-        full: bool,
-        /// Records per no-fsync phase of 100-byte values (the 1 KiB phases use a quarter).
-        #[arg(long)]
-        records: Option<u64>,
-        /// Records per append call in the batched phases.
-        #[arg(long)]
-        batch: Option<usize>,
-        /// Value size of the large-record phases, bytes.
-        #[arg(long)]
-        value_size: Option<usize>,
-        /// Threads of the multi-threaded durable phase.
-        #[arg(long)]
-        threads: Option<usize>,
-        /// Threads of the producer phase.
-        #[arg(long)]
-        producer_threads: Option<usize>,
-        /// Flush policy of the append and read phases: never, always, or interval:MS.
-        #[arg(long, default_value = "never", value_parser = parse_policy)]
-        durability: FlushPolicy,
-        /// Operations per durable phase (each also stops after a few seconds).
-        #[arg(long)]
-        durable_ops: Option<u64>,
-        /// Runs of each phase; the median is reported.
-        #[arg(long)]
-        runs: Option<usize>,
-        /// Directory to create the temporary logs in (default: the system temp dir).
-        #[arg(long)]
-        dir: Option<PathBuf>,
-        /// Print a JSON array instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Append each line of stdin as one record.
-    Produce {
-        /// The log directory (created if missing).
+    /// Append records from stdin: one per line by default (kcat -P, kafka-console-producer).
+    Produce(ProduceArgs),
+    /// Print records (read-only: safe on a live log); exits at the end unless --follow.
+    Consume(ConsumeArgs),
+    /// Print where the log starts and ends (kafka-get-offsets), read-only.
+    Offsets {
+        /// The log directory.
         dir: PathBuf,
-        /// Flush each batch and print each record's offset once it is durable.
-        #[arg(long)]
-        sync: bool,
-        /// Lines per append.
-        #[arg(long, default_value_t = 1)]
-        batch: usize,
-        /// Print each record's offset once its append returns: durable under the default flush
-        /// policy (`Always`), whether or not `--sync` also flushes.
-        #[arg(long)]
-        print_offsets: bool,
-        /// Segment size for a new log or new segments (default: `LogConfig`'s 1 GiB).
-        #[arg(long)]
-        segment_bytes: Option<u64>,
-        /// Bytes between sparse index entries (default: `LogConfig`'s 4096).
-        #[arg(long)]
-        index_interval_bytes: Option<u64>,
-    },
-    /// Print the contents of a log file or of every file in a log directory.
-    Dump {
-        /// A `.log`, `.index`, `.timeindex`, `checkpoint` or `.clean-shutdown` file, or a directory.
-        path: PathBuf,
-        /// Print JSON instead of text.
+        /// Also the first offset whose timestamp is at or after this time (ISO 8601 or ms).
+        #[arg(long, value_parser = tools::text::parse_time_ms)]
+        time: Option<i64>,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
-        /// Also print every record of every batch.
-        #[arg(long)]
-        records: bool,
     },
-    /// Check every segment, index and the checkpoint, read-only (safe on a live log).
-    /// Exit 0: clean; 1: corruption found; 2: usage or I/O error.
+    /// Print the contents of a log file or of every file in a log directory (read-only; a
+    /// `.corrupt` copy is decoded as the segment it was). Exit 1 if a file is damaged.
+    Dump(DumpArgs),
+    /// Check every segment, index and the checkpoint, read-only (safe on a live log). Exit 0:
+    /// clean (notes are not damage); 1: damage found.
     Verify {
         /// The log directory.
         dir: PathBuf,
-        /// Print JSON instead of text.
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Open the log offline, recover it if needed, and print what recovery did.
+    /// Recover the log offline and say what was repaired. Without --force, damage to acknowledged
+    /// records is refused (exit 1) and nothing changes.
     Recover {
         /// The log directory.
         dir: PathBuf,
         /// Accept losing acknowledged records below damage: keep the damaged segment as `.corrupt`
-        /// and cut the log there (without it, such damage is an error and nothing changes).
+        /// and cut the log there.
         #[arg(long)]
         force: bool,
-        /// Print JSON instead of text.
+        /// Change nothing; say what recovery would do (from a read-only check).
+        #[arg(long)]
+        dry_run: bool,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Print records as `offset<TAB>value` lines (read-only: works on a live log).
-    Consume {
+    /// Remove every record at or after an offset, on a closed log (a batch goes whole).
+    Truncate {
         /// The log directory.
         dir: PathBuf,
-        /// First offset to print (default: the log start).
+        /// The first offset to remove.
         #[arg(long)]
-        from: Option<u64>,
-        /// One JSON object per line.
+        to: u64,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
+    /// Make records before an offset unreadable and delete the segments wholly below it, on a
+    /// closed log (kafka-delete-records).
+    DeleteBefore {
+        /// The log directory.
+        dir: PathBuf,
+        /// The new log start offset.
+        offset: u64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run one compaction pass on a closed log: the latest record per key is kept in sealed
+    /// segments.
+    Compact {
+        /// The log directory.
+        dir: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure writes, durable writes, reads, the producer and recovery against the disk's own
+    /// baselines (no arguments needed; about a minute).
+    Bench(BenchArgs),
+    /// Print a shell completion script: `strata completions bash > /etc/bash_completion.d/strata`.
+    Completions {
+        /// bash, zsh, fish, powershell or elvish.
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(clap::Args)]
+struct ProduceArgs {
+    /// The log directory (created if missing; a directory of other files is refused).
+    dir: PathBuf,
+    /// Split each record at the first SEP into key and value (kcat -K); no SEP: no key.
+    #[arg(short = 'K', long, value_name = "SEP")]
+    key_separator: Option<String>,
+    /// A header on every record, `key=value` (`key` alone: no value); repeatable.
+    #[arg(short = 'H', long = "header", value_name = "KEY=VALUE")]
+    headers: Vec<String>,
+    /// The timestamp of every record: ISO 8601 (2026-11-30T05:20:00Z) or ms since the epoch
+    /// [default: the time of the append].
+    #[arg(long, value_parser = tools::text::parse_time_ms, conflicts_with = "timestamp_separator")]
+    timestamp: Option<i64>,
+    /// Each record starts with its timestamp (ISO 8601 or ms), ended by SEP.
+    #[arg(long, value_name = "SEP")]
+    timestamp_separator: Option<String>,
+    /// The record delimiter; escapes \n \t \0 \xNN work.
+    #[arg(short = 'D', long, default_value = "\\n", conflicts_with_all = ["null", "length_prefixed"])]
+    delimiter: String,
+    /// Records are NUL-separated (find -print0, xargs -0).
+    #[arg(short = '0', long, conflicts_with = "length_prefixed")]
+    null: bool,
+    /// Binary records: each is a 4-byte big-endian length and then that many bytes.
+    #[arg(long)]
+    length_prefixed: bool,
+    /// Store an empty key or value as absent (an empty value is a tombstone), kcat -Z.
+    #[arg(short = 'Z', long)]
+    empty_as_null: bool,
+    /// Refuse input that is not UTF-8, naming the line [default: store the bytes as they are].
+    #[arg(long)]
+    require_utf8: bool,
+    /// Records per append.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    batch: u64,
+    /// When records are durable: always (fsync before each append returns), never, or interval:MS.
+    #[arg(long, default_value = "always", value_parser = parse_policy)]
+    flush_policy: FlushPolicy,
+    /// Flush each batch and print each record's offset once it is durable.
+    #[arg(long)]
+    sync: bool,
+    /// Print each record's offset once its append returns (durable under --flush-policy always).
+    #[arg(long)]
+    print_offsets: bool,
+    /// Segment size for a new log or new segments [default: 1 GiB].
+    #[arg(long)]
+    segment_bytes: Option<u64>,
+    /// Bytes between sparse index entries [default: 4096].
+    #[arg(long)]
+    index_interval_bytes: Option<u64>,
+    /// Print the closing summary as JSON (on stderr, like the text one).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+struct ConsumeArgs {
+    /// The log directory.
+    dir: PathBuf,
+    /// Where to start: an offset, beginning[+N], end[-N] or -N (N before the end).
+    #[arg(short = 'o', long, default_value = "beginning", allow_hyphen_values = true)]
+    from: Start,
+    /// Start at the first record at or after this time: ISO 8601 (2026-11-30T05:20:00Z) or ms.
+    #[arg(long, value_parser = tools::text::parse_time_ms, conflicts_with = "from")]
+    from_time: Option<i64>,
+    /// Stop before this offset.
+    #[arg(long)]
+    to: Option<u64>,
+    /// Stop after this many records.
+    #[arg(short = 'c', long)]
+    max_messages: Option<u64>,
+    /// At the end, keep printing what another process appends (until Ctrl-C).
+    #[arg(short, long)]
+    follow: bool,
+    /// How often --follow looks for new records, ms.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    poll_ms: u64,
+    /// Output template: %o offset, %k key, %v value, %T timestamp (ms), %t timestamp (ISO 8601),
+    /// %h headers, %K/%S key/value length, %% a percent sign; \n \t escapes.
+    #[arg(long, default_value = "%o\\t%v\\n", conflicts_with = "json")]
+    format: Template,
+    /// Print an absent key or value (a tombstone) as NULL instead of nothing.
+    #[arg(short = 'Z', long)]
+    print_null: bool,
+    /// One JSON object per line: offset, timestamp_ms, timestamp, key, value, headers; null for
+    /// an absent key or value; base64 (with key_encoding / value_encoding) for bytes that are not
+    /// UTF-8.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+struct DumpArgs {
+    /// A `.log` (or `.corrupt`), `.index`, `.timeindex`, `checkpoint`, `cleaner-checkpoint` or
+    /// `.clean-shutdown` file, or a directory.
+    path: PathBuf,
+    /// Also print the records of each batch.
+    #[arg(long)]
+    records: bool,
+    /// Only batches with offsets at or after this.
+    #[arg(long)]
+    from: Option<u64>,
+    /// Only batches with offsets before this.
+    #[arg(long)]
+    to: Option<u64>,
+    /// Print at most this many records (implies --records).
+    #[arg(long)]
+    max_records: Option<u64>,
+    /// Only check the indexes (structure, and each entry against its segment), printing no entries.
+    #[arg(long)]
+    index_sanity_check: bool,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+struct BenchArgs {
+    /// Median of 5 runs with bigger phases (several minutes).
+    #[arg(long)]
+    full: bool,
+    /// Records per no-fsync phase of 100-byte values; 1 KiB phases use a quarter [default: 2000000;
+    /// --full: 5000000].
+    #[arg(long)]
+    records: Option<u64>,
+    /// Records per append call in the batched phases [default: 100].
+    #[arg(long)]
+    batch: Option<usize>,
+    /// Value size of the large-record phases, bytes [default: 1024].
+    #[arg(long)]
+    value_size: Option<usize>,
+    /// Threads of the multi-threaded durable phase [default: 8].
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Threads of the producer phase [default: 4].
+    #[arg(long)]
+    producer_threads: Option<usize>,
+    /// Flush policy of the append and read phases: never, always, or interval:MS.
+    #[arg(long, default_value = "never", value_parser = parse_policy)]
+    durability: FlushPolicy,
+    /// Operations per durable phase; each also stops after a few seconds [default: 4000; --full:
+    /// 20000].
+    #[arg(long)]
+    durable_ops: Option<u64>,
+    /// Runs of each phase; the median is reported [default: 3; --full: 5].
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Directory to create the temporary logs in [default: the system temp dir].
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Print a JSON array instead of a table.
+    #[arg(long)]
+    json: bool,
 }
 
 fn main() -> ExitCode {
     #[cfg(feature = "failpoints")]
     let _failpoints = fail::FailScenario::setup();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
-        .with_writer(io::stderr)
-        .init();
+    let command = Cli::command().mut_subcommands(|c| c.after_help(FOOTER));
+    let cli = Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit());
+    init_logging(cli.quiet, cli.verbose);
     let mut out = io::stdout().lock();
-    match run(Cli::parse().command, &mut out) {
+    let result = run(cli.command, &mut out).and_then(|code| {
+        out.flush()?;
+        Ok(code)
+    });
+    match result {
         Ok(code) => code,
-        // A closed pipe (`strata dump ... | head`) is the reader's choice, not an error.
-        Err(Failure::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(Failure::Output(e)) => {
-            eprintln!("strata: writing output: {e}");
-            ExitCode::from(2)
-        }
-        Err(Failure::Strata(error)) => {
+        // A closed pipe (`strata consume ... | head`) is the reader's choice, not an error.
+        Err(ToolError::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(error) => {
             eprintln!("strata: {error}");
-            ExitCode::from(2)
+            match error {
+                ToolError::Log(Error::Corrupt { .. }) => ExitCode::from(1),
+                _ => ExitCode::from(2),
+            }
         }
     }
 }
 
-/// Why a command failed: the log, or writing its output.
-enum Failure {
-    Strata(strata_log::Error),
-    Output(io::Error),
+fn init_logging(quiet: bool, verbose: u8) {
+    let level = match (quiet, verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, 2) => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .with_ansi(io::stderr().is_terminal())
+        .init();
 }
 
-impl From<strata_log::Error> for Failure {
-    fn from(e: strata_log::Error) -> Failure {
-        Failure::Strata(e)
+/// Set by SIGINT or SIGTERM; a second signal exits at once with 130.
+fn stop_flag() -> Result<Arc<AtomicBool>, ToolError> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&flag))?;
+        signal_hook::flag::register(signal, Arc::clone(&flag))?;
     }
+    Ok(flag)
 }
 
-impl From<io::Error> for Failure {
-    fn from(e: io::Error) -> Failure {
-        Failure::Output(e)
-    }
+fn json(out: &mut dyn Write, value: &impl serde::Serialize) -> Result<(), ToolError> {
+    serde_json::to_writer_pretty(&mut *out, value).map_err(io::Error::from)?;
+    writeln!(out)?;
+    Ok(())
 }
 
-fn run(command: Command, out: &mut dyn Write) -> Result<ExitCode, Failure> {
+fn code(ok: bool) -> ExitCode {
+    if ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
+fn run(command: Command, out: &mut dyn Write) -> Result<ExitCode, ToolError> {
     match command {
-        Command::Bench {
-            full,
-            records,
-            batch,
-            value_size,
-            threads,
-            producer_threads,
-            durability,
-            durable_ops,
-            runs,
-            dir,
-            json,
-        } => {
-            let defaults = if full { BenchOptions::full() } else { BenchOptions::default() };
-            let options = BenchOptions {
-                dir,
-                records: records.unwrap_or(defaults.records),
-                batch: batch.unwrap_or(defaults.batch),
-                large_value_bytes: value_size.unwrap_or(defaults.large_value_bytes),
-                threads: threads.unwrap_or(defaults.threads),
-                producer_threads: producer_threads.unwrap_or(defaults.producer_threads),
-                flush_policy: durability,
-                durable_ops: durable_ops.unwrap_or(defaults.durable_ops),
-                runs: runs.unwrap_or(defaults.runs),
-                ..defaults
-            };
-            let results = run_bench(&options)?;
-            if json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&results).unwrap_or_default())?;
+        Command::Produce(args) => produce(args, out),
+        Command::Consume(args) => consume(args, out),
+        Command::Offsets { dir, time, json: as_json } => {
+            let offsets = tools::offsets(&dir, time)?;
+            if as_json {
+                json(out, &offsets)?
             } else {
-                print_table(out, &results)?;
+                render::offsets(out, &offsets)?
             }
+            Ok(ExitCode::SUCCESS)
         }
-        Command::Produce { dir, sync, batch, print_offsets, segment_bytes, index_interval_bytes } => {
-            let defaults = LogConfig::default();
-            let config = LogConfig {
-                segment_bytes: segment_bytes.unwrap_or(defaults.segment_bytes),
-                index_interval_bytes: index_interval_bytes.unwrap_or(defaults.index_interval_bytes),
-                ..defaults
-            };
-            let log = Log::open(&dir, config)?;
-            tools::produce(&log, io::stdin().lock(), out, ProduceOptions { sync, batch, print_offsets })?;
-            log.close()?;
-        }
-        Command::Dump { path, json, records } => {
-            let dumps = if path.is_dir() {
-                inspect::dump_dir(&path, records)?
-            } else {
-                vec![inspect::dump_file(&path, records)?]
-            };
-            if json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&dumps).unwrap_or_default())?;
-            } else {
-                for dump in &dumps {
-                    print_dump(out, dump)?;
-                }
-            }
-        }
-        Command::Verify { dir, json } => {
+        Command::Dump(args) => dump(args, out),
+        Command::Verify { dir, json: as_json } => {
+            tools::require_log(&dir)?;
             let report = inspect::verify(&dir, &LogConfig::default())?;
-            if json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&report).unwrap_or_default())?;
+            if as_json {
+                json(out, &report)?
             } else {
-                print_verify(out, &report)?;
+                render::verify(out, &report)?
             }
-            return Ok(if report.is_clean() { ExitCode::SUCCESS } else { ExitCode::from(1) });
+            Ok(code(report.is_clean()))
         }
-        Command::Recover { dir, force, json } => {
-            let report = inspect::recover(&dir, force)?;
-            if json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&report).unwrap_or_default())?;
+        Command::Recover { dir, force, dry_run, json: as_json } => {
+            let outcome = inspect::recover(&dir, RecoverOptions { force, dry_run })?;
+            if as_json {
+                json(out, &outcome)?
             } else {
-                writeln!(out, "{report:#?}")?;
+                render::recover(out, &dir, &outcome, force)?
             }
+            // A dry run that finds damage --force would cut reports it as a refusal would.
+            let damage = outcome.found.iter().any(|f| f.data && f.severity == inspect::Severity::Error);
+            let would_refuse = dry_run && damage && !force;
+            Ok(code(!(outcome.refused || would_refuse)))
         }
-        Command::Consume { dir, from, json } => {
-            let log = Log::open_read_only(&dir, LogConfig::default())?;
-            tools::consume(&log, from, json, out)?;
+        Command::Truncate { dir, to, json: as_json } => admin(out, &dir, as_json, tools::truncate(&dir, to)?),
+        Command::DeleteBefore { dir, offset, json: as_json } => {
+            admin(out, &dir, as_json, tools::delete_before(&dir, offset)?)
         }
+        Command::Compact { dir, json: as_json } => admin(out, &dir, as_json, tools::compact(&dir)?),
+        Command::Bench(args) => bench(args, out),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "strata", out);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn admin(out: &mut dyn Write, dir: &Path, as_json: bool, report: tools::AdminReport) -> Result<ExitCode, ToolError> {
+    if as_json {
+        json(out, &report)?
+    } else {
+        render::admin(out, dir, &report)?
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_dump(out: &mut dyn Write, dump: &Dump) -> io::Result<()> {
-    let (path, damage) = match dump {
-        Dump::Log { path, batches, valid_len, file_len, damage } => {
-            writeln!(out, "{} (log: {valid_len} bytes of batches, file {file_len} bytes)", path.display())?;
-            for b in batches {
-                writeln!(
-                    out,
-                    "  offsets {}..={} position {} size {} records {} timestamps {}..{} attributes {:#06x}: {}",
-                    b.base_offset,
-                    b.last_offset,
-                    b.position,
-                    b.size,
-                    b.record_count,
-                    b.base_timestamp,
-                    b.max_timestamp,
-                    b.attributes,
-                    b.status
-                )?;
-                for r in b.records.iter().flatten() {
-                    writeln!(out, "    {}\t{}\tkey={:?}\t{:?}", r.offset, r.timestamp_ms, r.key, r.value)?;
-                }
-            }
-            (path, damage)
-        }
-        Dump::Index { path, entries, damage } => {
-            writeln!(out, "{} (offset index: {} entries)", path.display(), entries.len())?;
-            for e in entries {
-                writeln!(out, "  relative_offset {} position {}", e.relative_offset, e.position)?;
-            }
-            (path, damage)
-        }
-        Dump::TimeIndex { path, entries, damage } => {
-            writeln!(out, "{} (time index: {} entries)", path.display(), entries.len())?;
-            for e in entries {
-                writeln!(out, "  timestamp {} relative_offset {}", e.timestamp_ms, e.relative_offset)?;
-            }
-            (path, damage)
-        }
-        Dump::Checkpoint { path, checkpoint, damage } => {
-            writeln!(out, "{} (checkpoint) {checkpoint:?}", path.display())?;
-            (path, damage)
-        }
-        Dump::CleanerCheckpoint { path, cleaned_up_to, damage } => {
-            writeln!(out, "{} (cleaner checkpoint) cleaned_up_to {cleaned_up_to:?}", path.display())?;
-            (path, damage)
-        }
-        Dump::CleanShutdown { path, marker, damage } => {
-            writeln!(out, "{} (clean-shutdown marker) {marker:?}", path.display())?;
-            (path, damage)
-        }
-        Dump::Other { path, len } => return writeln!(out, "{} ({len} bytes)", path.display()),
+fn produce(args: ProduceArgs, out: &mut dyn Write) -> Result<ExitCode, ToolError> {
+    let usage = |e: String| ToolError::Usage(e);
+    let framing = if args.length_prefixed {
+        Framing::LengthPrefixed
+    } else if args.null {
+        Framing::Delimited(vec![0])
+    } else {
+        Framing::Delimited(tools::text::unescape(&args.delimiter).map_err(usage)?)
     };
-    match damage {
-        Some(d) => writeln!(out, "  DAMAGE in {} at position {}: {}", path.display(), d.position, d.reason),
-        None => Ok(()),
+    let separator = |s: Option<String>| s.map(|s| tools::text::unescape(&s)).transpose().map_err(usage);
+    let headers = args
+        .headers
+        .iter()
+        .map(|h| match h.split_once('=') {
+            Some((k, v)) => (k.to_owned(), Some(v.as_bytes().to_vec())),
+            None => (h.clone(), None),
+        })
+        .collect();
+    let options = ProduceOptions {
+        sync: args.sync,
+        batch: args.batch as usize,
+        print_offsets: args.print_offsets,
+        framing,
+        key_separator: separator(args.key_separator)?,
+        timestamp_separator: separator(args.timestamp_separator)?,
+        timestamp_ms: args.timestamp,
+        headers,
+        empty_as_null: args.empty_as_null,
+        require_utf8: args.require_utf8,
+    };
+    let defaults = LogConfig::default();
+    let explicit_times = options.timestamp_ms.is_some() || options.timestamp_separator.is_some();
+    let config = LogConfig {
+        segment_bytes: args.segment_bytes.unwrap_or(defaults.segment_bytes),
+        index_interval_bytes: args.index_interval_bytes.unwrap_or(defaults.index_interval_bytes),
+        flush_policy: args.flush_policy,
+        // Timestamps the user gives are taken as given (replaying old data is the usual reason).
+        max_timestamp_skew_ms: if explicit_times { i64::MAX as u64 } else { defaults.max_timestamp_skew_ms },
+        ..defaults
+    };
+    config.validate()?;
+    tools::require_log_or_new(&args.dir)?;
+    let stop = stop_flag()?;
+    let log = inspect::open_or_undo(&args.dir, config)?;
+    let produced = tools::produce(&log, io::stdin(), out, &options, &stop);
+    let closed = log.close();
+    let summary = produced?;
+    closed?;
+    if args.json {
+        eprintln!("{}", serde_json::to_string(&summary).map_err(io::Error::from)?);
+    } else if tracing::enabled!(tracing::Level::WARN) {
+        render::produce_summary(&mut io::stderr(), &summary)?;
     }
+    Ok(if summary.interrupted { ExitCode::from(130) } else { ExitCode::SUCCESS })
 }
 
-fn print_verify(out: &mut dyn Write, report: &VerifyReport) -> io::Result<()> {
-    writeln!(
-        out,
-        "{} segments, {} batches, {} records, {} bytes; offsets [{}, {}), recovery point {:?}",
-        report.segments,
-        report.batches,
-        report.records,
-        report.bytes,
-        report.start_offset,
-        report.next_offset,
-        report.recovery_point
-    )?;
-    for note in &report.notes {
-        writeln!(out, "note: {note}")?;
-    }
-    for f in &report.findings {
-        writeln!(out, "CORRUPT {} at position {}: {}", f.file.display(), f.position, f.problem)?;
-    }
-    writeln!(out, "{}", if report.is_clean() { "clean" } else { "corruption found" })
+fn consume(args: ConsumeArgs, out: &mut dyn Write) -> Result<ExitCode, ToolError> {
+    tools::require_log(&args.dir)?;
+    let output = if args.json {
+        Output::Json
+    } else {
+        Output::Text { template: args.format, null_text: if args.print_null { b"NULL".to_vec() } else { Vec::new() } }
+    };
+    let options = ConsumeOptions {
+        start: args.from_time.map_or(args.from, Start::Time),
+        end: args.to,
+        max_messages: args.max_messages,
+        follow: args.follow,
+        poll: Duration::from_millis(args.poll_ms),
+        output,
+    };
+    let stop = stop_flag()?;
+    let summary = tools::consume(&args.dir, &LogConfig::default(), &options, out, &stop)?;
+    tracing::info!(records = summary.records, next_offset = summary.next_offset, "consumed");
+    Ok(if summary.interrupted { ExitCode::from(130) } else { ExitCode::SUCCESS })
 }
 
+fn dump(args: DumpArgs, out: &mut dyn Write) -> Result<ExitCode, ToolError> {
+    if !args.path.exists() {
+        return Err(ToolError::Usage(format!("{}: no such file or directory", args.path.display())));
+    }
+    if args.index_sanity_check {
+        let checks = inspect::index_sanity(&args.path)?;
+        if args.json {
+            json(out, &checks)?
+        } else {
+            render::index_sanity(out, &checks)?
+        }
+        return Ok(code(checks.iter().all(|c| c.problem.is_none())));
+    }
+    let options = DumpOptions {
+        records: args.records || args.max_records.is_some(),
+        from: args.from,
+        to: args.to,
+        max_records: args.max_records,
+    };
+    let dumps = if args.path.is_dir() {
+        inspect::dump_dir_with(&args.path, &options)?
+    } else {
+        vec![inspect::dump_file_with(&args.path, &options)?]
+    };
+    if args.json {
+        json(out, &dumps)?;
+    } else {
+        for dump in &dumps {
+            render::dump(out, dump)?;
+        }
+    }
+    Ok(code(dumps.iter().all(|d| d.damage().is_none())))
+}
+
+fn bench(args: BenchArgs, out: &mut dyn Write) -> Result<ExitCode, ToolError> {
+    let defaults = if args.full { BenchOptions::full() } else { BenchOptions::default() };
+    let options = BenchOptions {
+        dir: args.dir,
+        records: args.records.unwrap_or(defaults.records),
+        batch: args.batch.unwrap_or(defaults.batch),
+        large_value_bytes: args.value_size.unwrap_or(defaults.large_value_bytes),
+        threads: args.threads.unwrap_or(defaults.threads),
+        producer_threads: args.producer_threads.unwrap_or(defaults.producer_threads),
+        flush_policy: args.durability,
+        durable_ops: args.durable_ops.unwrap_or(defaults.durable_ops),
+        runs: args.runs.unwrap_or(defaults.runs),
+        ..defaults
+    };
+    options.validate().map_err(ToolError::Usage)?;
+    let results = run_bench(&options)?;
+    if args.json {
+        json(out, &results)?;
+    } else {
+        render::bench_table(out, &results)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs the bench with a progress bar on a terminal, else one line per finished phase on stderr.
 fn run_bench(options: &BenchOptions) -> strata_log::Result<Vec<BenchResult>> {
-    let bar = if io::stderr().is_terminal() { ProgressBar::new(0) } else { ProgressBar::hidden() };
+    let terminal = io::stderr().is_terminal();
+    let bar = if terminal { ProgressBar::new(0) } else { ProgressBar::hidden() };
     let style = ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len}");
     bar.set_style(style.unwrap_or_else(|_| ProgressStyle::default_bar()));
+    let mut current: Option<String> = None;
+    let finished = |current: &mut Option<String>| {
+        if let Some(phase) = current.take()
+            && !terminal
+        {
+            eprintln!("bench: finished {phase}");
+        }
+    };
     let results = bench::run(options, &mut |phase, done, total| {
+        if current.as_deref() != Some(phase) {
+            finished(&mut current);
+            current = Some(phase.to_owned());
+        }
         bar.set_message(phase.to_owned());
         bar.set_length(total);
         bar.set_position(done);
     });
+    finished(&mut current);
     bar.finish_and_clear();
     results
-}
-
-fn print_table(out: &mut dyn Write, results: &[BenchResult]) -> io::Result<()> {
-    writeln!(
-        out,
-        "{:<24} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9}  vs baseline",
-        "phase", "records/s", "ops/s", "MB/s", "p50 µs", "p99 µs", "p99.9 µs"
-    )?;
-    for r in results {
-        let ratio = match (&r.baseline, r.ratio) {
-            (Some(base), Some(ratio)) => format!("{:.0}% of {base}", ratio * 100.0),
-            _ => String::new(),
-        };
-        let group = r.appends_per_fsync.map(|a| format!(" ({a:.1} appends/fsync)")).unwrap_or_default();
-        writeln!(
-            out,
-            "{:<24} {:>12.0} {:>12.0} {:>9.1} {:>9.1} {:>9.1} {:>9.1}  {ratio}{group}",
-            r.name, r.records_per_sec, r.ops_per_sec, r.mb_per_sec, r.p50_us, r.p99_us, r.p999_us
-        )?;
-    }
-    for note in results.iter().filter_map(|r| r.note.as_ref()) {
-        writeln!(out, "note: {note}")?;
-    }
-    Ok(())
 }
 
 /// `never`, `always` or `interval:MS`.
@@ -371,9 +567,9 @@ fn parse_policy(text: &str) -> Result<FlushPolicy, String> {
     match text {
         "never" => Ok(FlushPolicy::Never),
         "always" => Ok(FlushPolicy::Always),
-        _ => match text.strip_prefix("interval:").and_then(|ms| ms.parse().ok()) {
+        _ => match text.strip_prefix("interval:").and_then(|ms| ms.parse().ok()).filter(|&ms| ms > 0) {
             Some(ms) => Ok(FlushPolicy::EveryInterval { ms, messages: u64::MAX }),
-            None => Err(format!("expected never, always or interval:MS, got {text:?}")),
+            None => Err(format!("expected never, always or interval:MS (MS ≥ 1), got {text:?}")),
         },
     }
 }

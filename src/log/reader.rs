@@ -66,7 +66,7 @@ impl fmt::Debug for RecordView {
     }
 }
 
-/// Iterator over the records of one [`Log::read`]. Ends at the visible end the read started with,
+/// Iterator over the records of one [`Log::read`](crate::Log::read). Ends at the visible end the read started with,
 /// or when `max_bytes` of batches were returned (at least one batch always is). After an error it
 /// returns `None`.
 pub struct LogReader<'a> {
