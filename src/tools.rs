@@ -105,7 +105,7 @@ pub fn offsets(dir: &Path, time_ms: Option<i64>) -> Result<Offsets, ToolError> {
     require_log(dir)?;
     let log = Log::open_read_only(dir, LogConfig::default())?;
     let metrics = log.metrics();
-    let recovery_point = Checkpoint::read(dir)?.and_then(Result::ok).map(|c| c.recovery_point);
+    let recovery_point = Checkpoint::read(dir)?.and_then(Result::ok).map(|c| c.checkpoint.recovery_point);
     let (earliest, latest) = (log.start_offset(), log.visible_end());
     let marker = std::fs::read(dir.join(crate::format::CLEAN_SHUTDOWN_FILE)).ok();
     let closed_cleanly = marker.and_then(|b| CleanShutdown::decode(&b).ok()).is_some_and(|m| m.next_offset == latest);

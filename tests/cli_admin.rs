@@ -139,7 +139,7 @@ fn recover_tells_what_it_did_and_dry_run_changes_nothing() {
     let checkpoint = std::fs::read(dir.path().join("checkpoint")).unwrap();
     let mut lowered = strata_log::Checkpoint::decode(&checkpoint).unwrap();
     lowered.recovery_point = 59;
-    std::fs::write(dir.path().join("checkpoint"), lowered.encode()).unwrap();
+    std::fs::write(dir.path().join("checkpoint"), lowered.encode_file(1)).unwrap();
     std::fs::write(dir.path().join(&last), &data[..end - 3]).unwrap();
     let before = common::snapshot(dir.path());
     let dry = strata().args(["recover", "--dry-run"]).arg(dir.path()).output().unwrap();

@@ -317,7 +317,16 @@ mod tests {
         };
         let results = run(&options, &mut |_, _, _| {}).expect("bench");
         let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
-        for expected in ["raw_write", "raw_write_fdatasync", "append_100B", "append_1KiB", "read_100B", "read_1KiB"] {
+        for expected in [
+            "raw_write",
+            "raw_write_fdatasync",
+            "append_100B",
+            "append_1KiB",
+            "read_100B",
+            "read_1KiB",
+            "read_100B_pread",
+            "read_1KiB_pread",
+        ] {
             assert!(names.contains(&expected), "{names:?}");
         }
         assert!(names.iter().any(|n| n.starts_with("durable_2t")), "{names:?}");

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::maintenance::{self, Background};
 use super::{BenchOptions, BenchResult, fsync_regime, result, size_name, sync_all};
-use crate::config::{FlushPolicy, LogConfig};
+use crate::config::{FlushPolicy, LogConfig, ReadPath};
 use crate::error::{Error, Result};
 use crate::log::{Log, Record};
 use crate::producer::{Producer, ProducerConfig};
@@ -33,7 +33,8 @@ pub(super) fn run_all(dir: &Path, options: &BenchOptions, progress: Progress<'_>
     for (size, records, name) in [(SMALL, options.records, "small"), (large, large_records, "large")] {
         let log_dir = dir.join(name);
         phase(append(&log_dir, options, size, records, progress))?;
-        phase(read(&log_dir, options, size, progress))?;
+        phase(read(&log_dir, options, size, ReadPath::Mmap, progress))?;
+        phase(read(&log_dir, options, size, ReadPath::Pread, progress))?;
     }
     // The fsync baseline right before the durable phases: the disk's fsync latency drifts.
     phase(raw_write_fdatasync(dir, options, large, progress))?;
@@ -142,13 +143,26 @@ fn append(
     Ok(result(&name, count, count * size as u64, elapsed, latencies))
 }
 
-/// Reads of everything appended, 1 MiB per call, every batch CRC-checked.
-fn read(dir: &Path, options: &BenchOptions, size: usize, progress: Progress<'_>) -> Result<BenchResult> {
-    let name = format!("read_{}", size_name(size));
-    let log = Log::open(
-        dir,
-        LogConfig { segment_bytes: SEGMENT_BYTES, flush_policy: options.flush_policy, ..LogConfig::default() },
-    )?;
+/// Reads of everything appended, 1 MiB per call, every batch CRC-checked, through the mapping or
+/// with `pread` (`LogConfig::read_path`).
+fn read(
+    dir: &Path,
+    options: &BenchOptions,
+    size: usize,
+    read_path: ReadPath,
+    progress: Progress<'_>,
+) -> Result<BenchResult> {
+    let name = match read_path {
+        ReadPath::Mmap => format!("read_{}", size_name(size)),
+        ReadPath::Pread => format!("read_{}_pread", size_name(size)),
+    };
+    let config = LogConfig {
+        segment_bytes: SEGMENT_BYTES,
+        flush_policy: options.flush_policy,
+        read_path,
+        ..LogConfig::default()
+    };
+    let log = Log::open(dir, config)?;
     let end = log.next_offset();
     let (mut next, mut count, mut bytes) = (log.start_offset(), 0u64, 0u64);
     let mut latencies = Vec::new();

@@ -18,7 +18,7 @@ use crate::log::index::{IndexEntry, SparseIndex, check_entries};
 use crate::log::index_plan::{IndexPlanner, PlannedIndexes, write_index_files};
 use crate::log::offset_index::{OffsetEntry, OffsetIndex};
 use crate::log::time_index::{TimeEntry, TimeIndex};
-use crate::log::walk::{BatchPos, Stop, scan, walk_file};
+use crate::log::walk::{BatchPos, Stop, scan, walk_file, walk_file_in};
 use crate::storage::{self, MappedFile, SEGMENT_ADVICE};
 
 /// The three file paths of the segment starting at `base_offset`.
@@ -513,7 +513,8 @@ impl LogSegment {
     /// Copies whole batches from `start` into `out`, stopping before a batch at or past `upper`, at
     /// the end of the data, or before the copy exceeds `chunk_limit` bytes. A batch larger than the
     /// limit is copied alone if it fits `budget` or if `at_least_one`. Returns where the next batch
-    /// is, or `None` if the segment was retired.
+    /// is, or `None` if the segment was retired. One pass: each batch is copied as the walk steps
+    /// over it (for a `pread` file, the chunk is read once).
     pub(crate) fn copy_batches(
         &self,
         start: BatchPos,
@@ -524,16 +525,32 @@ impl LogSegment {
         out: &mut Vec<u8>,
     ) -> Result<Option<CopyEnd>> {
         let mut taken = 0u64;
-        let end = walk_file(&self.log, self.size(), start, |_, header, _| {
+        let copied_from = out.len();
+        let window = chunk_limit.saturating_add(BATCH_HEADER_LEN as u64);
+        let end = walk_file_in(&self.log, self.size(), start, window, |_, header, bytes| {
             let size = header.size();
             let fits = if taken == 0 { at_least_one || size <= budget } else { taken + size <= chunk_limit };
             if header.base_offset >= upper || !fits {
                 return ControlFlow::Break(());
             }
+            // Tests hold a reader inside its guard here (a truncation must wait for it).
+            #[cfg(feature = "failpoints")]
+            fail::fail_point!("read_holding_segment");
             taken += size;
+            out.extend_from_slice(bytes);
             ControlFlow::Continue(())
-        })?;
-        let Some(end) = end else { return Ok(None) };
+        });
+        let end = match end {
+            Ok(Some(end)) => end,
+            Ok(None) => {
+                out.truncate(copied_from);
+                return Ok(None);
+            }
+            Err(error) => {
+                out.truncate(copied_from);
+                return Err(error);
+            }
+        };
         let end_of_data = match end.stop {
             Stop::End => true,
             Stop::Break(()) => false,
@@ -542,13 +559,8 @@ impl LogSegment {
             Stop::Invalid(_) if taken > 0 => false,
             Stop::Invalid(reason) => return Err(self.corrupt(end.at.position, reason)),
         };
-        let copied = self.log.read_with(start.position, taken as usize, |bytes| {
-            // Tests hold a reader inside its guard here (a truncation must wait for it).
-            #[cfg(feature = "failpoints")]
-            fail::fail_point!("read_holding_segment");
-            out.extend_from_slice(bytes)
-        })?;
-        Ok(copied.map(|()| CopyEnd { next: end.at, bytes: taken, end_of_data }))
+        debug_assert_eq!(out.len() - copied_from, taken as usize, "every batch stepped over was copied");
+        Ok(Some(CopyEnd { next: end.at, bytes: taken, end_of_data }))
     }
 
     /// The first offset in `[from, upper)` in this segment whose timestamp is ≥ `timestamp_ms`.

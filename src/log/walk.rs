@@ -42,9 +42,22 @@ pub(crate) fn walk_file<B>(
     file: &MappedFile,
     len: u64,
     start: BatchPos,
+    visit: impl FnMut(BatchPos, &BatchHeader, &[u8]) -> ControlFlow<B>,
+) -> Result<Option<WalkEnd<B>>> {
+    walk_file_in(file, len, start, file.window_len(), visit)
+}
+
+/// [`walk_file`] reading at most `window` bytes at once (more for a batch larger than that): a
+/// reader that wants a chunk of batches from a `pread` file reads about that chunk, not a
+/// megabyte.
+pub(crate) fn walk_file_in<B>(
+    file: &MappedFile,
+    len: u64,
+    start: BatchPos,
+    window: u64,
     mut visit: impl FnMut(BatchPos, &BatchHeader, &[u8]) -> ControlFlow<B>,
 ) -> Result<Option<WalkEnd<B>>> {
-    let window = file.window_len();
+    let window = window.min(file.window_len()).max(BATCH_HEADER_LEN as u64);
     let mut at = start;
     let mut needed = 0u64;
     loop {
