@@ -22,6 +22,11 @@
 //!
 //! Pause point: `read_holding_segment` (a reader copying batches, inside its read guard).
 //!
+//! Panic points (configure with `panic`; they test that a bug in a background thread never hangs
+//! or kills a caller): `sync_round` (start of a sync round), `cleaner_group_written` (a compaction
+//! pass, its `.cleaned` output written, before the swap), `producer_sender` (the producer's sender
+//! thread, about to append batches).
+//!
 //! Error points: `create_segment` (a roll, before any byte of the batch is stored),
 //! `append_after_data` (after a batch's bytes are stored), `fdatasync`,
 //! `fsync_directory`, `write_checkpoint`; `fallocate_enospc` makes every preallocation fail as on a

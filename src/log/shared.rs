@@ -414,6 +414,8 @@ impl Shared {
     /// offset over everything stored when the round began. Returns whether a roll was sealed.
     /// Callers go through [`Shared::lead_round`], so rounds never overlap.
     fn sync_round(&self) -> Result<bool> {
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("sync_round", |_| Ok(false));
         let target = self.next_offset();
         let sealed = self.seal_rolled()?;
         crate::failpoint::crash_point!("after_seal");

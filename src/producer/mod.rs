@@ -163,7 +163,12 @@ impl Producer {
         let sender_shared = Arc::clone(&shared);
         let sender = std::thread::Builder::new()
             .name("strata-producer".to_owned())
-            .spawn(move || sender_shared.run_sender())
+            .spawn(move || {
+                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sender_shared.run_sender()));
+                if let Err(payload) = ran {
+                    sender_shared.stop_after_panic(&Error::panicked("the producer's sender", payload.as_ref()));
+                }
+            })
             .map_err(Error::io("spawn producer thread", shared.log.dir()))?;
         Ok(Producer { shared, sender: Some(sender) })
     }
@@ -304,6 +309,8 @@ impl Shared {
     fn run_sender(&self) {
         loop {
             let Some(mut batches) = self.take_batches() else { return };
+            #[cfg(feature = "failpoints")]
+            fail::fail_point!("producer_sender");
             let mut appended = Vec::with_capacity(batches.len());
             for batch in &mut batches {
                 let result = self.log.append_batch_nowait(batch.finish());
@@ -336,6 +343,22 @@ impl Shared {
                 self.drained.notify_all();
             }
         }
+    }
+
+    /// After a panic in the sender (a bug): closes the producer and fails every batch not sent
+    /// (their handles get `Error::Closed`; the batches it was sending failed as they unwound), so
+    /// no `wait`, `flush` or `close` hangs.
+    fn stop_after_panic(&self, error: &Error) {
+        tracing::error!(%error, "producer stopped: records not yet appended fail");
+        let unsent: Vec<OpenBatch> = {
+            let mut state = self.state.lock();
+            state.closed = true;
+            state.in_flight = 0;
+            state.open.take().into_iter().chain(state.ready.drain(..)).collect()
+        };
+        drop(unsent);
+        self.drained.notify_all();
+        self.sender_wake.notify_all();
     }
 
     /// Waits for batches to send: ready ones, or the open one once it lingered long enough (or a

@@ -301,6 +301,8 @@ impl Shared {
         }
         scan.plan.finish(base);
         write_index_files_as(&self.dir, base, &scan.plan, CLEANED_SUFFIX)?;
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("cleaner_group_written");
         Ok(Output { base, end, len })
     }
 
