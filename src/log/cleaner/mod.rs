@@ -377,6 +377,13 @@ impl Shared {
         sources: &[Arc<LogSegment>],
         outputs: &[Output],
     ) -> Result<()> {
+        debug_assert!(sources.windows(2).all(|w| w[0].next_offset() == w[1].base_offset()), "sources are contiguous");
+        debug_assert!(outputs.windows(2).all(|w| w[0].end == w[1].base), "outputs tile the sources");
+        debug_assert!(
+            outputs.first().map(|o| o.base) == sources.first().map(|s| s.base_offset())
+                && outputs.last().map(|o| o.end) == sources.last().map(|s| s.next_offset()),
+            "outputs cover exactly the sources"
+        );
         let moved = (|| {
             for output in outputs.iter().rev() {
                 for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
