@@ -175,3 +175,20 @@ fn follow_stops_on_ctrl_c_with_130() {
     assert_eq!(out.status.code(), Some(130));
     assert_eq!(stdout(&out), "0\tvalue-0\n");
 }
+
+/// Regression: `strata consume fixtures/bad_crc_mid_segment` printed offsets 0–89 and exited 0,
+/// hiding that 90–99, below the recovery point, are damaged.
+#[test]
+fn damage_below_the_recovery_point_is_reported_after_the_records_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/bad_crc_mid_segment");
+    common::copy_dir(&fixture, dir.path());
+    let out = strata().args(["-q", "consume"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", cli::stderr(&out));
+    let offsets: Vec<u64> =
+        stdout(&out).lines().map(|l| l.split('\t').next().unwrap().parse::<u64>().unwrap()).collect();
+    assert_eq!(offsets, (0..90).collect::<Vec<_>>());
+    let stderr = cli::stderr(&out);
+    assert!(stderr.contains("00000000000000000083.log at position 255"), "{stderr}");
+    assert!(stderr.contains("strata recover --force"), "says what to run: {stderr}");
+}

@@ -1,11 +1,13 @@
 //! `Log::open_read_only`: no lock, no change to any file, `pread` instead of mmap, and a torn tail
-//! at the end of the last segment is the end of the log (on a live log it is a batch being written).
+//! at the end of the last segment past the recovery point is the end of the log (on a live log it
+//! is a batch being written); below the recovery point it is damage a read reports
+//! (`read_only_damage.rs`).
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
 use common::{snapshot, value_of};
-use strata_log::{Error, Log, LogConfig, Record};
+use strata_log::{Checkpoint, Error, Log, LogConfig, Record};
 
 fn config() -> LogConfig {
     LogConfig { segment_bytes: 2048, index_interval_bytes: 200, ..LogConfig::default() }
@@ -47,6 +49,9 @@ fn changes_nothing_and_treats_a_torn_tail_as_the_end() {
     let len = bytes.len();
     bytes.truncate(len - 5); // the last batch torn
     std::fs::write(&path, bytes).unwrap();
+    // As on a live log: the last batch is past the recovery point (it is being written).
+    let checkpoint = Checkpoint { log_start_offset: 0, recovery_point: 40 };
+    std::fs::write(dir.path().join("checkpoint"), checkpoint.encode_file(1)).unwrap();
     let before = snapshot(dir.path());
     let log = Log::open_read_only(dir.path(), config()).unwrap();
     assert_eq!(log.next_offset(), 49, "the torn batch is where the log ends");

@@ -298,7 +298,15 @@ fn main() -> ExitCode {
         Err(error) => {
             eprintln!("strata: {error}");
             match error {
-                ToolError::Log(Error::Corrupt { .. }) => ExitCode::from(1),
+                ToolError::Log(Error::Corrupt { path, .. }) => {
+                    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+                    eprintln!(
+                        "strata: `strata verify {0}` lists the damage; `strata recover --force {0}` cuts the log \
+                         there, keeping the damaged segment as .corrupt",
+                        dir.display()
+                    );
+                    ExitCode::from(1)
+                }
                 _ => ExitCode::from(2),
             }
         }

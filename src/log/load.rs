@@ -10,8 +10,8 @@ use crate::config::{LogConfig, ReadPath};
 use crate::error::{Corruption, Error, Result};
 use crate::failpoint::crash_point;
 use crate::format::{
-    CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, MAX_SEGMENT_BYTES, PREALLOC_SUFFIX,
-    SWAP_SUFFIX, TIME_INDEX_SUFFIX, TMP_SUFFIX, parse_file_name,
+    CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, CORRUPT_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, MAX_SEGMENT_BYTES,
+    PREALLOC_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TMP_SUFFIX, parse_file_name,
 };
 use crate::log::checkpoint::{Checkpoint, CleanShutdown};
 use crate::log::index_plan::write_index_files;
@@ -42,6 +42,8 @@ pub struct RecoveryReport {
     pub files_deleted: Vec<PathBuf>,
     /// Damaged segments kept for inspection as `.corrupt` (only with `RecoveryMode::TruncateCorrupt`).
     pub files_kept_corrupt: Vec<PathBuf>,
+    /// `.corrupt` copies found in the directory at open: the log was damaged before (logged).
+    pub corrupt_copies: Vec<PathBuf>,
     /// Records below the recovery point (acknowledged as durable) that were lost. Normally 0; only
     /// `RecoveryMode::TruncateCorrupt` accepts a loss.
     pub acknowledged_records_lost: u64,
@@ -59,6 +61,35 @@ pub(crate) struct Loaded {
     pub next_offset: u64,
     pub log_start_offset: u64,
     pub report: RecoveryReport,
+    /// A read-only open: where the last segment's valid data ended when it was scanned.
+    pub live_tail: Option<LiveTail>,
+}
+
+/// Where the valid data of a read-only log's last segment ended at open. Damage from there on may
+/// be a live writer's batch in progress (or a tail a truncation is cutting): it is the end of the
+/// log unless the recovery point, read again when a read reaches it, is past it (DESIGN.md §3, §7).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LiveTail {
+    pub path: PathBuf,
+    pub valid_len: u64,
+    pub end_offset: u64,
+}
+
+impl LiveTail {
+    /// Whether `error` is damage at or past this tail that the checkpoint, read now, does not
+    /// claim durable: the end of the data, not corruption.
+    pub(crate) fn is_end(&self, dir: &Path, error: &Error) -> bool {
+        let Error::Corrupt { path, position, .. } = error else { return false };
+        if *path != self.path || *position < self.valid_len {
+            return false;
+        }
+        recovery_point_now(dir) <= self.end_offset
+    }
+}
+
+/// The recovery point as the checkpoint says now (0 if it cannot be read).
+fn recovery_point_now(dir: &Path) -> u64 {
+    Checkpoint::read(dir).ok().flatten().and_then(Result::ok).map_or(0, |s| s.checkpoint.recovery_point)
 }
 
 /// A `.log` file found in the directory.
@@ -77,6 +108,7 @@ pub(crate) fn load(dir: &Path, config: &LogConfig) -> Result<Loaded> {
     crash_point!("after_marker_delete");
     // The directory is listed once; only the rare repairs below list it again.
     let mut names = dir_names(dir)?;
+    note_corrupt_copies(dir, &names, &mut report);
     if remove_leftovers(dir, &names, &mut report)? | swap::complete_swaps(dir, &names, config, &mut report)? {
         names = dir_names(dir)?;
     }
@@ -111,6 +143,11 @@ pub(crate) fn load(dir: &Path, config: &LogConfig) -> Result<Loaded> {
 /// A read-only open (DESIGN.md §3): no lock, nothing changed, files read with `pread`; the end of
 /// the valid data in the last segment is the end of the log (on a live log, a torn tail is a batch
 /// still being written).
+///
+/// The last segment's valid data ends the log, unless the recovery point says records past it were
+/// durable: then the log ends at the recovery point, and a read reaching the damage gets
+/// `Error::Corrupt` (damage to acknowledged records is never hidden). The checkpoint is read again
+/// after the scan, since a live writer's truncation lowers it before cutting.
 pub(crate) fn load_read_only(dir: &Path, config: &LogConfig) -> Result<Loaded> {
     let started = Instant::now();
     let checkpoint = read_checkpoint(dir)?;
@@ -123,17 +160,37 @@ pub(crate) fn load_read_only(dir: &Path, config: &LogConfig) -> Result<Loaded> {
         segments.push(LogSegment::open_read_only(dir, pair[0].base, pair[0].len, pair[1].base, config));
     }
     let scan = scan_file(dir, *last, config, Access::Pread)?;
-    segments.push(LogSegment::open_read_only(dir, last.base, scan.valid_len, scan.next_offset, config));
+    let before = checkpoint.map_or(0, |c| c.recovery_point);
+    let recovery_point = before.min(recovery_point_now(dir));
+    let damaged = scan.next_offset < recovery_point && (scan.invalid.is_some() || scan.valid_len < last.len);
+    let (len, next_offset) = if damaged {
+        tracing::warn!(
+            file = %SegmentPaths::new(dir, last.base).log.display(),
+            position = scan.valid_len,
+            end = scan.next_offset,
+            recovery_point,
+            "damage below the recovery point: reads reaching it fail"
+        );
+        (last.len, recovery_point)
+    } else {
+        (scan.valid_len, scan.next_offset)
+    };
+    segments.push(LogSegment::open_read_only(dir, last.base, len, next_offset, config));
+    let live_tail = LiveTail {
+        path: SegmentPaths::new(dir, last.base).log,
+        valid_len: scan.valid_len,
+        end_offset: scan.next_offset,
+    };
     let report = RecoveryReport {
         segments_loaded: segments.len() as u64,
         segments_scanned: 1,
         bytes_scanned: scan.valid_len,
-        recovery_point: checkpoint.map_or(0, |c| c.recovery_point),
+        recovery_point,
         duration_us: started.elapsed().as_micros() as u64,
         ..RecoveryReport::default()
     };
     let log_start_offset = checkpoint.map_or(0, |c| c.log_start_offset).max(files[0].base);
-    Ok(Loaded { segments, next_offset: scan.next_offset, log_start_offset, report })
+    Ok(Loaded { segments, next_offset, log_start_offset, report, live_tail: Some(live_tail) })
 }
 
 /// Step 1: the checkpoint. A missing or damaged one means "scan everything" (logged).
@@ -190,6 +247,21 @@ fn remove_leftovers(dir: &Path, names: &[String], report: &mut RecoveryReport) -
         storage::sync_dir(dir)?;
     }
     Ok(deleted)
+}
+
+/// Records (and logs) the `.corrupt` copies an earlier `recover --force` kept: the log was damaged.
+fn note_corrupt_copies(dir: &Path, names: &[String], report: &mut RecoveryReport) {
+    let copies: Vec<PathBuf> = names.iter().filter(|n| is_corrupt_copy(n)).map(|n| dir.join(n)).collect();
+    if !copies.is_empty() {
+        tracing::warn!(dir = %dir.display(), copies = ?copies, "this log was damaged before: kept copies of damaged segments are in it");
+    }
+    report.corrupt_copies = copies;
+}
+
+/// `<name>.corrupt` or `<name>.corrupt.N`.
+pub(crate) fn is_corrupt_copy(name: &str) -> bool {
+    name.ends_with(CORRUPT_SUFFIX)
+        || name.rsplit_once('.').is_some_and(|(head, n)| head.ends_with(CORRUPT_SUFFIX) && n.parse::<u32>().is_ok())
 }
 
 /// Deletes `dir/name` if it exists, logging why and recording it in the report.
@@ -327,7 +399,13 @@ pub(crate) fn open_segments(dir: &Path, files: &[SegmentFile], next_offset: u64,
         return Err(Error::io("open", dir)(std::io::ErrorKind::NotFound.into()));
     };
     segments.push(LogSegment::open_active(dir, last.base, last.len, next_offset, config)?);
-    Ok(Loaded { segments, next_offset, log_start_offset: files[0].base, report: RecoveryReport::default() })
+    Ok(Loaded {
+        segments,
+        next_offset,
+        log_start_offset: files[0].base,
+        report: RecoveryReport::default(),
+        live_tail: None,
+    })
 }
 
 /// A directory with no segments: an empty log at the log start offset, unless the checkpoint says
@@ -355,6 +433,7 @@ fn fresh(dir: &Path, start: u64, config: &LogConfig) -> Result<Loaded> {
         next_offset: start,
         log_start_offset: start,
         report: RecoveryReport::default(),
+        live_tail: None,
     })
 }
 

@@ -164,6 +164,9 @@ pub struct LogMetrics {
     pub records_compacted_away: u64,
     /// Compaction passes that failed or panicked and were abandoned before changing any segment.
     pub compaction_failures: u64,
+    /// The log is known damaged: a `.corrupt` copy of a damaged segment was in its directory at
+    /// open, or a read returned `Error::Corrupt` (logged once).
+    pub corruption_seen: bool,
     /// What opening the log did.
     pub recovery: crate::log::RecoveryReport,
 }

@@ -325,22 +325,28 @@ impl Log {
     pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<u64>> {
         // A segment replaced by a compaction swap or removed meanwhile must not be skipped: the
         // walk runs again if the segments changed under it.
-        self.shared.segments.stable(|| {
-            let start = self.start_offset();
-            let upper = self.visible_end();
-            for segment in self.shared.segments.all() {
-                if segment.base_offset() >= upper {
-                    break;
+        self.shared
+            .segments
+            .stable(|| {
+                let start = self.start_offset();
+                let upper = self.visible_end();
+                for segment in self.shared.segments.all() {
+                    if segment.base_offset() >= upper {
+                        break;
+                    }
+                    if segment.next_offset() <= start || segment.max_timestamp()? < timestamp_ms {
+                        continue;
+                    }
+                    if let Some(offset) = segment.offset_for_timestamp(timestamp_ms, start, upper)? {
+                        return Ok(Some(offset));
+                    }
                 }
-                if segment.next_offset() <= start || segment.max_timestamp()? < timestamp_ms {
-                    continue;
-                }
-                if let Some(offset) = segment.offset_for_timestamp(timestamp_ms, start, upper)? {
-                    return Ok(Some(offset));
-                }
-            }
-            Ok(None)
-        })
+                Ok(None)
+            })
+            .or_else(|error| match self.shared.judge_read_error(error) {
+                None => Ok(None),
+                Some(error) => Err(error),
+            })
     }
 
     /// Removes every record at or after `offset` and returns the new next offset: `offset` itself,
@@ -530,6 +536,7 @@ fn initial(loaded: load::Loaded) -> Initial {
         next_offset: loaded.next_offset,
         log_start_offset: loaded.log_start_offset,
         report: loaded.report,
+        live_tail: loaded.live_tail,
     }
 }
 

@@ -282,7 +282,7 @@ impl Iterator for LogReader<'_> {
             }
             Err(e) => {
                 self.done = true;
-                Some(Err(e))
+                self.log.judge_read_error(e).map(Err)
             }
         }
     }

@@ -16,7 +16,7 @@ use crate::events::EventHandle;
 use crate::log::append::Appender;
 use crate::log::checkpoint::Checkpoint;
 use crate::log::cleaner::CleanerState;
-use crate::log::load::RecoveryReport;
+use crate::log::load::{LiveTail, RecoveryReport};
 use crate::log::metrics::{Counters, LogMetrics};
 use crate::log::prealloc::Preallocator;
 use crate::log::segment::{Located, LogSegment};
@@ -57,6 +57,9 @@ pub(crate) struct Shared {
     closed: AtomicBool,
     pub report: RecoveryReport,
     read_only: bool,
+    /// A read-only log: where its last segment's valid data ended at open.
+    live_tail: Option<LiveTail>,
+    corruption_seen: AtomicBool,
     /// Holds the directory's exclusive lock until the log is dropped (`None` when read-only).
     _lock: Option<File>,
     /// What the syncer should do; `progress` (with this mutex) wakes threads waiting for
@@ -108,6 +111,7 @@ pub(crate) struct Initial {
     pub next_offset: u64,
     pub log_start_offset: u64,
     pub report: RecoveryReport,
+    pub live_tail: Option<LiveTail>,
 }
 
 impl Shared {
@@ -145,7 +149,9 @@ impl Shared {
             dir_sync: Mutex::new(()),
             poisoned: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            corruption_seen: AtomicBool::new(!initial.report.corrupt_copies.is_empty()),
             report: initial.report,
+            live_tail: initial.live_tail,
             read_only: lock.is_none(),
             _lock: lock,
             sync: Mutex::new(SyncState { shutdown: false, sync_requested: false, roll_pending: false, last_sync: now }),
@@ -160,6 +166,29 @@ impl Shared {
 
     pub(crate) fn is_read_only(&self) -> bool {
         self.read_only
+    }
+
+    /// What a read that failed with `error` reports: `None` (the end of the data) if it is the
+    /// end of a read-only log of a live writer — damage at the end of the last segment's valid
+    /// data that the checkpoint, read again now, does not claim durable (a batch being written, or
+    /// a tail a truncation is cutting) — else the error. Corruption is remembered
+    /// (`metrics().corruption_seen`) and logged the first time.
+    pub(crate) fn judge_read_error(&self, error: Error) -> Option<Error> {
+        if self.live_tail.as_ref().is_some_and(|tail| tail.is_end(&self.dir, &error)) {
+            return None;
+        }
+        if let Error::Corrupt { .. } = &error
+            && !self.corruption_seen.swap(true, Ordering::AcqRel)
+        {
+            tracing::warn!(dir = %self.dir.display(), %error, "damage found by a read: run `strata verify` on the log");
+        }
+        Some(error)
+    }
+
+    /// Whether this log is known damaged: a `.corrupt` copy was in its directory at open, or a
+    /// read in this process returned `Error::Corrupt`.
+    pub(crate) fn corruption_seen(&self) -> bool {
+        self.corruption_seen.load(Ordering::Acquire)
     }
 
     pub(crate) fn start_offset(&self) -> u64 {
@@ -613,6 +642,7 @@ impl Shared {
                 before => load(&c.compaction_bytes_after) as f64 / before as f64,
             },
             records_compacted_away: load(&c.compaction_records_removed),
+            corruption_seen: self.corruption_seen(),
             compaction_failures: load(&c.compaction_failures),
             truncations: load(&c.truncations),
             recovery: self.report.clone(),
