@@ -693,7 +693,7 @@ fn compactor(ctx: &Ctx, log: &Log, thread: usize, mut rng: StdRng) {
                 return;
             }
         }
-        std::thread::sleep(Duration::from_micros(rng.random_range(0..5_000)));
+        std::thread::sleep(Duration::from_micros(rng.random_range(0..2_000)));
     }
 }
 
@@ -995,7 +995,7 @@ fn random_config(rng: &mut StdRng, policy: FlushPolicy) -> LogConfig {
         index_bytes: [24, 48, 96, 256][rng.random_range(0..4)],
         index_interval_bytes: [0, 64, 200, 1024][rng.random_range(0..4)],
         file_delete_delay_ms: [0, 0, 5, 200][rng.random_range(0..4)],
-        retention_bytes: Some(rng.random_range(8u64..64) << 10),
+        retention_bytes: Some(rng.random_range(16u64..256) << 10),
         // Retention runs only when the mutator calls it (the model must see every change).
         retention_check_ms: 365 * 24 * 3600 * 1000,
         checkpoint_interval_ms: [20, 60_000][rng.random_range(0..2)],
