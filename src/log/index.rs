@@ -47,7 +47,10 @@ impl<E: IndexEntry> SparseIndex<E> {
         index_bytes: u64,
         reads: ReadPath,
     ) -> Result<SparseIndex<E>> {
-        let max_entries = (index_bytes / E::LEN as u64).max(entries);
+        // Room for one more entry at least: a sealed segment's final time entry must fit (an index
+        // the cleaner wrote for a group of segments may hold more than `index_bytes`; a truncation
+        // into that segment reopens it as the active one).
+        let max_entries = (index_bytes / E::LEN as u64).max(entries + 1);
         let (len, capacity) = (entries * E::LEN as u64, max_entries * E::LEN as u64);
         let file = MappedFile::open_writable(path, len, capacity, reads, INDEX_ADVICE)?;
         Ok(SparseIndex { file, max_entries, _entry: PhantomData })

@@ -91,8 +91,8 @@ pub(crate) fn write_index_files_as(
     let index_bytes = encode_entries(&plan.offsets);
     let time_bytes = encode_entries(&plan.times);
     let name = |kind| format!("{}{suffix}", file_name(base_offset, kind));
-    storage::write_atomically(dir, &name(INDEX_SUFFIX), &index_bytes)?;
-    storage::write_atomically(dir, &name(TIME_INDEX_SUFFIX), &time_bytes)?;
+    storage::write_derived(dir, &name(INDEX_SUFFIX), &index_bytes)?;
+    storage::write_derived(dir, &name(TIME_INDEX_SUFFIX), &time_bytes)?;
     Ok((index_bytes.len() as u64, time_bytes.len() as u64))
 }
 

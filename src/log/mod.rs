@@ -323,30 +323,40 @@ impl Log {
 
     /// The first visible offset whose record timestamp is ≥ `timestamp_ms`, if any.
     pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<u64>> {
+        let mut refreshes = 0;
+        loop {
+            let error = match self.lookup_time(timestamp_ms) {
+                Ok(found) => return Ok(found),
+                Err(error) => error,
+            };
+            let Some(error) = self.shared.judge_read_error(error) else { return Ok(None) };
+            // A read-only view of a live log may be stale: look again at the files as they are.
+            if !self.shared.is_read_only() || refreshes == 3 || self.shared.refresh_read_only().is_err() {
+                return Err(error);
+            }
+            refreshes += 1;
+        }
+    }
+
+    fn lookup_time(&self, timestamp_ms: i64) -> Result<Option<u64>> {
         // A segment replaced by a compaction swap or removed meanwhile must not be skipped: the
         // walk runs again if the segments changed under it.
-        self.shared
-            .segments
-            .stable(|| {
-                let start = self.start_offset();
-                let upper = self.visible_end();
-                for segment in self.shared.segments.all() {
-                    if segment.base_offset() >= upper {
-                        break;
-                    }
-                    if segment.next_offset() <= start || segment.max_timestamp()? < timestamp_ms {
-                        continue;
-                    }
-                    if let Some(offset) = segment.offset_for_timestamp(timestamp_ms, start, upper)? {
-                        return Ok(Some(offset));
-                    }
+        self.shared.segments.stable(|| {
+            let start = self.start_offset();
+            let upper = self.visible_end();
+            for segment in self.shared.segments.all() {
+                if segment.base_offset() >= upper {
+                    break;
                 }
-                Ok(None)
-            })
-            .or_else(|error| match self.shared.judge_read_error(error) {
-                None => Ok(None),
-                Some(error) => Err(error),
-            })
+                if segment.next_offset() <= start || segment.max_timestamp()? < timestamp_ms {
+                    continue;
+                }
+                if let Some(offset) = segment.offset_for_timestamp(timestamp_ms, start, upper)? {
+                    return Ok(Some(offset));
+                }
+            }
+            Ok(None)
+        })
     }
 
     /// Removes every record at or after `offset` and returns the new next offset: `offset` itself,

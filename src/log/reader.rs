@@ -11,6 +11,10 @@ use crate::log::segment::LogSegment;
 use crate::log::shared::Shared;
 use crate::log::walk::BatchPos;
 
+/// How often a read of a read-only log takes its view of the files again after an error before it
+/// reports the error (a live writer may change them more than once during one read).
+const READ_ONLY_REFRESHES: u32 = 3;
+
 /// Bytes copied per chunk at most (a larger batch is copied whole).
 const CHUNK_BYTES: u64 = 64 << 10;
 
@@ -97,6 +101,8 @@ pub struct LogReader<'a> {
     epoch: u64,
     /// A truncation lowered `upper`: reaching it is `Error::Truncated`, not the end of the read.
     cut_short: bool,
+    /// Times a read-only log's view was taken again after an error.
+    refreshes: u32,
 }
 
 impl<'a> LogReader<'a> {
@@ -105,6 +111,7 @@ impl<'a> LogReader<'a> {
         LogReader {
             epoch,
             cut_short: false,
+            refreshes: 0,
             log,
             cursor: offset,
             upper,
@@ -274,16 +281,47 @@ impl Iterator for LogReader<'_> {
         if self.done {
             return None;
         }
-        match self.next_record() {
-            Ok(Some(view)) => Some(Ok(view)),
-            Ok(None) => {
-                self.done = true;
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                self.log.judge_read_error(e).map(Err)
+        loop {
+            match self.next_record() {
+                Ok(Some(view)) => return Some(Ok(view)),
+                Ok(None) => {
+                    self.done = true;
+                    return None;
+                }
+                Err(e) => {
+                    let Some(e) = self.log.judge_read_error(e) else {
+                        self.done = true;
+                        return None;
+                    };
+                    if self.retry_after_refresh(&e) {
+                        continue;
+                    }
+                    self.done = true;
+                    return Some(Err(e));
+                }
             }
         }
+    }
+}
+
+impl LogReader<'_> {
+    /// On a read-only log, an error may come from a live writer changing the files under the view
+    /// taken at open: the view is taken again and the read resumes at the same offset (a few
+    /// times at most; damage fails every time). Returns whether to retry.
+    fn retry_after_refresh(&mut self, error: &Error) -> bool {
+        if !self.log.is_read_only() || self.refreshes >= READ_ONLY_REFRESHES {
+            return false;
+        }
+        self.refreshes += 1;
+        if let Err(refresh) = self.log.refresh_read_only() {
+            tracing::debug!(%error, %refresh, "re-reading the log's files failed");
+            return false;
+        }
+        self.resume = None;
+        self.chunk_origin = None;
+        self.records.clear();
+        self.records_next = 0;
+        self.upper = self.upper.min(self.log.visible_end());
+        true
     }
 }

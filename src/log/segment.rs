@@ -510,6 +510,36 @@ impl LogSegment {
         })
     }
 
+    /// The offset after the last batch before `at` (the segment's base offset if `at` is its first
+    /// batch): where the log ends once it is cut at `at`. Not `at.expected`: a walk that started at
+    /// an index entry takes a batch's own base as expected, and after compaction the batch before
+    /// may end earlier (the records between were removed), and a normal batch may only follow the
+    /// previous batch's end.
+    pub(crate) fn end_before(&self, at: BatchPos) -> Result<u64> {
+        if at.position == 0 {
+            return Ok(self.base_offset);
+        }
+        self.ensure_indexes_checked()?;
+        let entry = match self.indexes_unusable() {
+            true => None,
+            false => self.offset_index.floor(|e| u64::from(e.position) < at.position)?,
+        };
+        let start = entry.map_or(BatchPos { position: 0, expected: self.base_offset }, |e| BatchPos {
+            position: u64::from(e.position),
+            expected: self.base_offset.saturating_add(u64::from(e.relative_offset)),
+        });
+        let mut end = start.expected;
+        self.walk(start, |pos, header, _| {
+            if pos.position >= at.position {
+                return ControlFlow::Break(());
+            }
+            end = header.next_offset();
+            ControlFlow::Continue(())
+        })?;
+        debug_assert!(end <= at.expected, "the batch before ends at or before the batch at the cut");
+        Ok(end)
+    }
+
     /// Copies whole batches from `start` into `out`, stopping before a batch at or past `upper`, at
     /// the end of the data, or before the copy exceeds `chunk_limit` bytes. A batch larger than the
     /// limit is copied alone if it fits `budget` or if `at_least_one`. Returns where the next batch
@@ -585,8 +615,15 @@ impl LogSegment {
             if header.max_timestamp < timestamp_ms {
                 return ControlFlow::Continue(());
             }
-            found = Some(self.first_at_or_after(at, bytes, timestamp_ms, from..upper));
-            ControlFlow::Break(())
+            // The batch's matching records may all be below `from` (a prefix deletion inside it):
+            // then the answer is in a later batch.
+            match self.first_at_or_after(at, bytes, timestamp_ms, from..upper) {
+                Ok(None) => ControlFlow::Continue(()),
+                result => {
+                    found = Some(result);
+                    ControlFlow::Break(())
+                }
+            }
         })?;
         found.unwrap_or(Ok(None))
     }

@@ -58,7 +58,7 @@ pub(crate) struct Shared {
     pub report: RecoveryReport,
     read_only: bool,
     /// A read-only log: where its last segment's valid data ended at open.
-    live_tail: Option<LiveTail>,
+    live_tail: Mutex<Option<LiveTail>>,
     corruption_seen: AtomicBool,
     /// Holds the directory's exclusive lock until the log is dropped (`None` when read-only).
     _lock: Option<File>,
@@ -151,7 +151,7 @@ impl Shared {
             closed: AtomicBool::new(false),
             corruption_seen: AtomicBool::new(!initial.report.corrupt_copies.is_empty()),
             report: initial.report,
-            live_tail: initial.live_tail,
+            live_tail: Mutex::new(initial.live_tail),
             read_only: lock.is_none(),
             _lock: lock,
             sync: Mutex::new(SyncState { shutdown: false, sync_requested: false, roll_pending: false, last_sync: now }),
@@ -174,7 +174,7 @@ impl Shared {
     /// a tail a truncation is cutting) — else the error. Corruption is remembered
     /// (`metrics().corruption_seen`) and logged the first time.
     pub(crate) fn judge_read_error(&self, error: Error) -> Option<Error> {
-        if self.live_tail.as_ref().is_some_and(|tail| tail.is_end(&self.dir, &error)) {
+        if self.live_tail.lock().as_ref().is_some_and(|tail| tail.is_end(&self.dir, &error)) {
             return None;
         }
         if let Error::Corrupt { .. } = &error
@@ -183,6 +183,32 @@ impl Shared {
             tracing::warn!(dir = %self.dir.display(), %error, "damage found by a read: run `strata verify` on the log");
         }
         Some(error)
+    }
+
+    /// A read-only log sees the files as they were at open; a live writer then seals (trims),
+    /// compacts (swaps files), deletes and cuts segments under it. Before a read reports an error,
+    /// the view is taken again from the files as they are now (the segments, their lengths, the
+    /// offsets) and the read retried: damage shows again, a writer's change does not.
+    pub(crate) fn refresh_read_only(&self) -> Result<()> {
+        debug_assert!(self.read_only, "only a read-only log re-reads its files");
+        let loaded = crate::log::load::load_read_only(&self.dir, &self.config)?;
+        let fresh: Vec<Arc<LogSegment>> = loaded.segments.into_iter().map(Arc::new).collect();
+        let structure = self.segments.lock();
+        let old = self.segments.all();
+        self.segments.edit(&structure, |map| {
+            old.iter().for_each(|segment| map.remove(segment));
+            fresh.into_iter().for_each(|segment| map.insert(segment));
+        });
+        drop(structure);
+        for segment in &old {
+            segment.retire();
+        }
+        self.start_offset.store(loaded.log_start_offset, Ordering::SeqCst);
+        self.next_offset.store(loaded.next_offset, Ordering::SeqCst);
+        self.durable_offset.store(loaded.next_offset, Ordering::SeqCst);
+        self.visible_end.store(loaded.next_offset, Ordering::SeqCst);
+        *self.live_tail.lock() = loaded.live_tail;
+        Ok(())
     }
 
     /// Whether this log is known damaged: a `.corrupt` copy was in its directory at open, or a

@@ -52,7 +52,7 @@ impl Shared {
         // The new end follows the last batch kept: the batch holding `offset` goes whole, and after
         // compaction a gap before it goes too (its offsets hold no records, and a normal batch
         // may only follow the previous batch's end).
-        let cut = at.expected;
+        let cut = segment.end_before(at)?;
         if cut < self.start_offset() {
             // That batch starts below the log start offset: nothing readable is left; restart empty
             // at the start offset rather than end the log below its start.
@@ -117,10 +117,14 @@ impl Shared {
         self.check_writable()?;
         let structure = self.segments.lock();
         let rounds = self.hold_rounds()?;
+        let old_start = self.start_offset();
         self.reset_locked(&structure, &mut app, offset)?;
         drop(rounds);
         self.lower_cleaned_up_to(offset);
-        self.note_truncation(offset);
+        // Every record is gone, also those below `offset`: waiters and readers of any of them are
+        // told (a cut at `offset` alone would tell a waiter for a removed, never durable record
+        // below it that it is durable).
+        self.note_truncation(old_start.min(offset));
         tracing::info!(dir = %self.dir.display(), offset, "log reset");
         Ok(())
     }

@@ -326,12 +326,17 @@ impl Shared {
                 }
                 _ => Ok(()),
             };
-            let appended = appended.into_iter().map(|r| r.map(|info| (info.base_offset, info.last_offset)));
+            // A truncation removed some of them: each batch learns its own fate (the ones below
+            // the cut were made durable by the truncation and stay in the log).
+            let truncated = matches!(durable, Err(Error::Truncated { .. }));
             let durable = durable.map_err(Arc::new);
             let count = batches.len() as u64;
             for (batch, result) in batches.into_iter().zip(appended) {
                 let outcome = match (result, &durable) {
-                    (Ok((base, _)), Ok(())) => Ok(base),
+                    (Ok(info), Ok(())) => Ok(info.base_offset),
+                    (Ok(info), Err(_)) if truncated => {
+                        self.log.wait_batch_durable_until(&info).map(|()| info.base_offset).map_err(Arc::new)
+                    }
                     (Ok(_), Err(e)) => Err(Arc::clone(e)),
                     (Err(e), _) => Err(Arc::new(e)),
                 };

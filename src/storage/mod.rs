@@ -30,15 +30,42 @@ pub(crate) fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<(
     let unique = NEXT.fetch_add(1, Ordering::Relaxed);
     let tmp = dir.join(format!("{name}.{}-{unique}{TMP_SUFFIX}", std::process::id()));
     let target = dir.join(name);
-    let mut file =
-        OpenOptions::new().write(true).create(true).truncate(true).open(&tmp).map_err(Error::io("create", &tmp))?;
-    file.write_all(bytes).map_err(Error::io("write", &tmp))?;
-    file.sync_all().map_err(Error::io("fsync", &tmp))?;
-    drop(file);
+    let written = (|| {
+        let mut file =
+            OpenOptions::new().write(true).create(true).truncate(true).open(&tmp).map_err(Error::io("create", &tmp))?;
+        file.write_all(bytes).map_err(Error::io("write", &tmp))?;
+        file.sync_all().map_err(Error::io("fsync", &tmp))
+    })();
+    if let Err(error) = written {
+        // Leave nothing behind (a full disk fails here; the next open would delete it anyway).
+        let _ = remove_if_exists(&tmp);
+        return Err(error);
+    }
     crash_point!("after_tmp_write");
     fs::rename(&tmp, &target).map_err(Error::io("rename", &target))?;
     crash_point!("after_rename");
     sync_dir(dir)
+}
+
+/// Writes a derived file (an index, rebuilt from its `.log`): atomically, or, when the disk is too
+/// full for a new file, over the existing one in place (cut to the new length, fdatasynced). In
+/// place is not crash-atomic, which a derived file can afford: one torn by a crash fails its
+/// sanity check at the next open and is rebuilt again. So a log on a full disk still recovers.
+pub(crate) fn write_derived(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    let error = match write_atomically(dir, name, bytes) {
+        Err(error @ Error::DiskFull { .. }) => error,
+        other => return other,
+    };
+    let path = dir.join(name);
+    if !path.exists() {
+        return Err(error);
+    }
+    tracing::warn!(%error, file = %path.display(), "disk full: rewriting the index in place");
+    use std::os::unix::fs::FileExt as _;
+    let file = OpenOptions::new().write(true).open(&path).map_err(Error::io("open", &path))?;
+    file.write_all_at(bytes, 0).map_err(Error::io("write", &path))?;
+    file.set_len(bytes.len() as u64).map_err(Error::io("truncate", &path))?;
+    file.sync_data().map_err(Error::io("fdatasync", &path))
 }
 
 /// Overwrites `bytes` at `position` inside an existing file and fdatasyncs it: no new blocks are
@@ -67,7 +94,14 @@ pub(crate) fn allocate(file: &File, path: &Path, len: u64, advice: &'static str)
     if fail::eval("fallocate_enospc", |_| ()).is_some() {
         return Err(disk_full("fallocate", path, Some(len), advice));
     }
-    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, len) {
+    // A signal arriving during a long allocation interrupts it (EINTR): try again.
+    let allocated = loop {
+        match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, len) {
+            Err(rustix::io::Errno::INTR) => continue,
+            other => break other,
+        }
+    };
+    match allocated {
         Ok(()) => Ok(()),
         Err(rustix::io::Errno::NOSPC | rustix::io::Errno::DQUOT) => {
             let have = file.metadata().map_or(0, |m| m.len());
