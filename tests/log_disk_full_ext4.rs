@@ -66,6 +66,17 @@ fn every_step_on_a_full_ext4_and_after() {
     assert!(is_disk_full(&log.append(&[Record::new(&record(i))])));
     log.delete_records_before(200).unwrap();
     log.flush().unwrap();
+    log.close().unwrap();
+
+    // After a crash on a full disk: recovery rebuilds indexes (no room for new files: in place)
+    // and cuts the active segment, and the log opens.
+    std::fs::remove_file(dir.join(".clean-shutdown")).unwrap();
+    let log = Log::open(&dir, config()).unwrap();
+    assert!(!log.recovery_report().clean_shutdown);
+    assert_eq!(log.start_offset(), 200);
+    assert!(is_disk_full(&log.append(&[Record::new(&record(i))])));
+    let names = common::file_names(&dir);
+    assert!(!names.iter().any(|n| n.ends_with(".tmp")), "no temporary file left: {names:?}");
     drop(log);
 
     std::fs::remove_file(&filler).unwrap();

@@ -149,6 +149,30 @@ pub(crate) fn load(dir: &Path, config: &LogConfig) -> Result<Loaded> {
 /// `Error::Corrupt` (damage to acknowledged records is never hidden). The checkpoint is read again
 /// after the scan, since a live writer's truncation lowers it before cutting.
 pub(crate) fn load_read_only(dir: &Path, config: &LogConfig) -> Result<Loaded> {
+    // A live writer renames, deletes and trims files while they are listed and scanned: a file
+    // gone or shorter in between means "look again", a few times, before it is an error.
+    let mut attempt = 0;
+    loop {
+        match load_read_only_once(dir, config) {
+            Err(error) if changed_under_us(&error) && attempt < 10 => {
+                attempt += 1;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// An error a writer changing a file between its listing and its reading causes.
+fn changed_under_us(error: &Error) -> bool {
+    match error {
+        Error::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+        Error::Corrupt { reason: Corruption::ShortFile { .. }, .. } => true,
+        _ => false,
+    }
+}
+
+fn load_read_only_once(dir: &Path, config: &LogConfig) -> Result<Loaded> {
     let started = Instant::now();
     let checkpoint = read_checkpoint(dir)?;
     let files = list_segments(dir)?;

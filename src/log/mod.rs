@@ -331,10 +331,16 @@ impl Log {
             };
             let Some(error) = self.shared.judge_read_error(error) else { return Ok(None) };
             // A read-only view of a live log may be stale: look again at the files as they are.
-            if !self.shared.is_read_only() || refreshes == 3 || self.shared.refresh_read_only().is_err() {
+            if !self.shared.is_read_only() || refreshes == reader::READ_ONLY_REFRESHES {
                 return Err(error);
             }
             refreshes += 1;
+            if refreshes > 3 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if self.shared.refresh_read_only().is_err() {
+                return Err(error);
+            }
         }
     }
 

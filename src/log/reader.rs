@@ -12,8 +12,10 @@ use crate::log::shared::Shared;
 use crate::log::walk::BatchPos;
 
 /// How often a read of a read-only log takes its view of the files again after an error before it
-/// reports the error (a live writer may change them more than once during one read).
-const READ_ONLY_REFRESHES: u32 = 3;
+/// reports the error: a live writer may change them again and again during one read (a compaction
+/// pass renames every sealed segment). Damage fails every time; after the first few, each retry
+/// waits a millisecond, so real damage is reported within about 20 ms.
+pub(crate) const READ_ONLY_REFRESHES: u32 = 20;
 
 /// Bytes copied per chunk at most (a larger batch is copied whole).
 const CHUNK_BYTES: u64 = 64 << 10;
@@ -313,6 +315,9 @@ impl LogReader<'_> {
             return false;
         }
         self.refreshes += 1;
+        if self.refreshes > 3 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         if let Err(refresh) = self.log.refresh_read_only() {
             tracing::debug!(%error, %refresh, "re-reading the log's files failed");
             return false;
