@@ -1,8 +1,9 @@
 //! Regression: `strata verify` on a live log read a segment's `.log`, then its `.timeindex`, which
 //! the writer had extended in between: the last segment's time index then pointed past the data
 //! verify had read, and verify reported corruption (`points past the segment's last offset`, exit
-//! 1) on a healthy log. Here the log is closed and the last segment cut back at a batch boundary,
-//! the state verify sees in that race (the recovery point below the cut, as on a live log).
+//! code 1) on a healthy log. Here the log is closed and the last segment cut back at a batch
+//! boundary: the state verify sees in that race (the recovery point below the cut, as on a live
+//! log).
 #![allow(clippy::unwrap_used)]
 
 #[path = "common/cli.rs"]

@@ -527,57 +527,73 @@ impl Shared {
 
     /// Writes the checkpoint with the durable offset as recovery point (never moving it back).
     pub(crate) fn write_checkpoint(&self) -> Result<()> {
-        self.store_checkpoint(|current, durable| Checkpoint {
+        let next = |current: &Checkpoint, durable: u64| Checkpoint {
             log_start_offset: current.log_start_offset,
             recovery_point: current.recovery_point.max(durable),
-        })
+        };
+        self.store_checkpoint(next, || {})
     }
 
-    /// Writes the checkpoint with the recovery point at most `cap`: a truncation lowers it to the
-    /// cut before it changes any file, so no crash can claim the removed records durable.
-    pub(crate) fn write_checkpoint_capped(&self, cap: u64) -> Result<()> {
-        self.store_checkpoint(|current, durable| Checkpoint {
+    /// Writes the checkpoint with the recovery point at most `cap`, then runs `then` (a truncation
+    /// moving the durable offset down to the cut) under the checkpoint lock: a truncation lowers
+    /// the recovery point before it changes any file, so no crash can claim the removed records
+    /// durable, and no concurrent checkpoint can raise it again from the old durable offset.
+    pub(crate) fn write_checkpoint_capped<T>(&self, cap: u64, then: impl FnOnce() -> T) -> Result<T> {
+        let next = |current: &Checkpoint, durable: u64| Checkpoint {
             log_start_offset: current.log_start_offset,
             recovery_point: current.recovery_point.max(durable).min(cap),
-        })
+        };
+        self.store_checkpoint(next, then)
     }
 
     /// Writes the checkpoint with a new log start offset (and, for a reset, the recovery point
-    /// `recovery_point`), then publishes the start to readers: from here no crash brings the
-    /// records below it back.
-    pub(crate) fn write_checkpoint_new_start(&self, start: u64, recovery_point: Option<u64>) -> Result<()> {
-        self.store_checkpoint(|current, durable| Checkpoint {
+    /// `recovery_point`), then publishes the start to readers and runs `then` (a reset moving the
+    /// other offsets), under the checkpoint lock: from here no crash brings the records below the
+    /// start back.
+    pub(crate) fn write_checkpoint_new_start<T>(
+        &self,
+        start: u64,
+        recovery_point: Option<u64>,
+        then: impl FnOnce() -> T,
+    ) -> Result<T> {
+        let next = |current: &Checkpoint, durable: u64| Checkpoint {
             log_start_offset: start,
             recovery_point: recovery_point.unwrap_or(current.recovery_point.max(durable)),
-        })
+        };
+        self.store_checkpoint(next, then)
     }
 
     /// Writes the checkpoint `next(current, durable offset)` and, once it is durable, publishes its
-    /// log start offset, all under the checkpoint lock (so no concurrent write can store an older
-    /// start after a newer one). A failed write is an ordinary error (DESIGN.md §8): nothing is
-    /// poisoned, the recovery point stays where the file has it, and the next write retries.
-    fn store_checkpoint(&self, next: impl FnOnce(&Checkpoint, u64) -> Checkpoint) -> Result<()> {
+    /// log start offset and runs `then`, all under the checkpoint lock (so no concurrent write can
+    /// store an older start after a newer one, or a recovery point computed from offsets `then`
+    /// moves). A failed write is an ordinary error (DESIGN.md §8): nothing is poisoned, nothing
+    /// moves, the file keeps the older checkpoint and the next write retries.
+    fn store_checkpoint<T>(
+        &self,
+        next: impl FnOnce(&Checkpoint, u64) -> Checkpoint,
+        then: impl FnOnce() -> T,
+    ) -> Result<T> {
         let mut checkpoint = self.checkpoint.lock();
         if self.is_poisoned() {
             return Err(Error::Poisoned);
         }
         let next = next(&checkpoint, self.durable_offset());
+        if next != *checkpoint {
+            if let Err(error) = next.write(&self.dir) {
+                Counters::add(&self.counters.checkpoint_failures, 1);
+                tracing::warn!(dir = %self.dir.display(), %error, "writing the checkpoint failed; the recovery point stays lower until a write succeeds");
+                return Err(error);
+            }
+            Counters::add(&self.counters.checkpoints, 1);
+            self.start_offset.store(next.log_start_offset, Ordering::SeqCst);
+            *checkpoint = next;
+        }
+        let done = then();
         debug_assert!(
-            next.recovery_point <= self.durable_offset().max(next.log_start_offset),
-            "recovery point only over durable data"
+            checkpoint.recovery_point <= self.durable_offset().max(checkpoint.log_start_offset),
+            "the recovery point covers only durable data"
         );
-        if next == *checkpoint {
-            return Ok(());
-        }
-        if let Err(error) = next.write(&self.dir) {
-            Counters::add(&self.counters.checkpoint_failures, 1);
-            tracing::warn!(dir = %self.dir.display(), %error, "writing the checkpoint failed; the recovery point stays lower until a write succeeds");
-            return Err(error);
-        }
-        Counters::add(&self.counters.checkpoints, 1);
-        self.start_offset.store(next.log_start_offset, Ordering::SeqCst);
-        *checkpoint = next;
-        Ok(())
+        Ok(done)
     }
 
     /// The segment and batch where a read of `offset` starts, below `upper`. The segment holding

@@ -65,11 +65,10 @@ impl Shared {
             return Ok(start);
         }
         let kept = segment.indexes_before(at.position, cut)?;
-        // The recovery point comes down first, so no crash can claim the removed records durable.
-        // A failure here changes nothing (the log is not poisoned).
-        self.write_checkpoint_capped(cut)?;
+        // The recovery point comes down first, so no crash can claim the removed records durable,
+        // and the offsets with it. A failure here changes nothing (the log is not poisoned).
+        let saved = self.write_checkpoint_capped(cut, || self.move_offsets(cut))?;
         crash_point!("truncate_after_checkpoint");
-        let saved = self.move_offsets(cut);
         // Readers of the cut segment finish before any byte of it changes; later segments only
         // change names, so their readers carry on.
         let waited = Instant::now();
@@ -134,10 +133,9 @@ impl Shared {
     fn reset_locked(&self, structure: &StructureGuard<'_>, app: &mut Appender, offset: u64) -> Result<()> {
         // The checkpoint first (log start = recovery point = `offset`); a failure there changes
         // nothing. Any failure after it poisons the log.
-        self.write_checkpoint_new_start(offset, Some(offset))?;
+        self.write_checkpoint_new_start(offset, Some(offset), || self.move_offsets(offset))?;
         crash_point!("reset_after_checkpoint");
         let result = (|| {
-            self.move_offsets(offset);
             // The new segment may take the name of an old one: rename the old ones first.
             self.remove_whole(structure, self.segments.all())?;
             let active = Arc::new(LogSegment::create(&self.dir, offset, &self.config, 0)?);
