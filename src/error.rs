@@ -246,6 +246,10 @@ pub enum Corruption {
         /// The visible end of the log.
         upper: u64,
     },
+    /// A `.log` file that does not belong to the log: empty but not the last segment, or starting
+    /// inside the previous segment's offsets. `strata recover --force` renames it `.foreign`.
+    #[error("foreign segment file ({0}); `strata recover --force` sets it aside as .foreign")]
+    ForeignFile(&'static str),
     /// A segment's file-name base offset does not continue the previous segment.
     #[error("segment starts at {found}, previous segment ends at {expected}")]
     SegmentGap {

@@ -161,6 +161,10 @@ pub const CLEANED_SUFFIX: &str = ".cleaned";
 pub const SWAP_SUFFIX: &str = ".swap";
 /// Appended to a damaged segment kept for inspection.
 pub const CORRUPT_SUFFIX: &str = ".corrupt";
+/// Suffix of a `.log` file found not to belong to the log (an empty one that is not the last, or
+/// one whose base falls inside the previous segment's offsets), set aside by `recover --force`:
+/// kept, never read, never deleted.
+pub const FOREIGN_SUFFIX: &str = ".foreign";
 /// The next segment, preallocated in the background.
 pub const PREALLOC_SUFFIX: &str = ".prealloc";
 /// Suffix of a file being replaced atomically.

@@ -898,6 +898,12 @@ fn note_leftovers(dir: &Path, report: &mut VerifyReport) -> Result<()> {
         if [SWAP_SUFFIX, CLEANED_SUFFIX, DELETED_SUFFIX, TMP_SUFFIX].iter().any(|s| name.ends_with(s)) {
             report.findings.push(Finding::note(&path, "left by an interrupted operation; the next open resolves it"));
         }
+        if crate::log::load::is_corrupt_copy(name) {
+            report.findings.push(Finding::note(
+                &path,
+                "a copy of a damaged segment kept by `strata recover --force`, never read; delete it once inspected",
+            ));
+        }
         let orphan = match parse_file_name(name) {
             Some((base, INDEX_SUFFIX | TIME_INDEX_SUFFIX)) => {
                 !names.contains(&crate::format::file_name(base, LOG_SUFFIX))

@@ -44,6 +44,9 @@ pub struct RecoveryReport {
     pub files_kept_corrupt: Vec<PathBuf>,
     /// `.corrupt` copies found in the directory at open: the log was damaged before (logged).
     pub corrupt_copies: Vec<PathBuf>,
+    /// Foreign files set aside as `.foreign` (only with `RecoveryMode::TruncateCorrupt`): `.log`
+    /// files that did not belong to the log (DESIGN.md §4), with their index files.
+    pub files_kept_foreign: Vec<PathBuf>,
     /// Records below the recovery point (acknowledged as durable) that were lost. Normally 0; only
     /// `RecoveryMode::TruncateCorrupt` accepts a loss.
     pub acknowledged_records_lost: u64,
@@ -112,17 +115,26 @@ pub(crate) fn load(dir: &Path, config: &LogConfig) -> Result<Loaded> {
     if remove_leftovers(dir, &names, &mut report)? | swap::complete_swaps(dir, &names, config, &mut report)? {
         names = dir_names(dir)?;
     }
-    let files = segment_files(dir, &names)?;
-    rebuild_missing_indexes(dir, &files, &names, config, &mut report)?;
+    let files = set_aside_empty_foreign(dir, segment_files(dir, &names)?, config, &mut report)?;
     let recovery_point = checkpoint.map_or(0, |c| c.recovery_point);
     let start = checkpoint.map_or(0, |c| c.log_start_offset);
-    let mut loaded = match files.last() {
-        None => empty_dir(dir, start, recovery_point, config, &mut report)?,
+    // Missing indexes are rebuilt once the log's segments are known (a strict open that fails
+    // has changed no segment file): the clean path needs the active segment's indexes (it treats
+    // the shutdown as unclean without them), recovery rebuilds those of every segment it scans.
+    let (mut loaded, unchanged_names) = match files.last() {
+        None => (empty_dir(dir, start, recovery_point, config, &mut report)?, None),
         Some(last) => match clean_end(dir, *last, marker, config, &mut report)? {
-            Some(next_offset) => open_segments(dir, &files, next_offset, config)?,
-            None => recover::recover(dir, files, recovery_point, start, config, &mut report)?,
+            Some(next_offset) => (open_segments(dir, &files, next_offset, config)?, Some(names)),
+            None => (recover::recover(dir, files, recovery_point, start, config, &mut report)?, None),
         },
     };
+    let names = match unchanged_names {
+        Some(names) => names,
+        None => dir_names(dir)?,
+    };
+    let kept: Vec<SegmentFile> =
+        loaded.segments.iter().map(|s| SegmentFile { base: s.base_offset(), len: s.size() }).collect();
+    rebuild_missing_indexes(dir, &kept, &names, config, &mut report)?;
     loaded.log_start_offset = start.max(loaded.segments[0].base_offset());
     if loaded.log_start_offset > loaded.next_offset {
         tracing::warn!(
@@ -175,7 +187,10 @@ fn changed_under_us(error: &Error) -> bool {
 fn load_read_only_once(dir: &Path, config: &LogConfig) -> Result<Loaded> {
     let started = Instant::now();
     let checkpoint = read_checkpoint(dir)?;
-    let files = list_segments(dir)?;
+    let mut files = list_segments(dir)?;
+    // A foreign empty `.log` (not the last) holds nothing: read around it.
+    let last = files.last().map(|f| f.base);
+    files.retain(|f| f.len > 0 || Some(f.base) == last);
     let Some(last) = files.last() else {
         return Err(Error::io("open read-only", dir)(std::io::ErrorKind::NotFound.into()));
     };
@@ -271,6 +286,26 @@ fn remove_leftovers(dir: &Path, names: &[String], report: &mut RecoveryReport) -
         storage::sync_dir(dir)?;
     }
     Ok(deleted)
+}
+
+/// An empty `.log` that is not the last segment is foreign (DESIGN.md §4): a roll never leaves an
+/// empty segment behind another. `Strict`: the open fails naming it; `TruncateCorrupt`: it is set
+/// aside as `.foreign`. (One whose base falls inside the previous segment's offsets is found by
+/// the recovery scan.)
+fn set_aside_empty_foreign(
+    dir: &Path,
+    files: Vec<SegmentFile>,
+    config: &LogConfig,
+    report: &mut RecoveryReport,
+) -> Result<Vec<SegmentFile>> {
+    let last = files.last().map(|f| f.base);
+    let (foreign, files): (Vec<SegmentFile>, Vec<SegmentFile>) =
+        files.into_iter().partition(|f| f.len == 0 && Some(f.base) != last);
+    for file in foreign {
+        recover::foreign_found(dir, file, "empty, and not the last segment", config)?;
+        recover::set_aside_foreign(dir, file.base, report)?;
+    }
+    Ok(files)
 }
 
 /// Records (and logs) the `.corrupt` copies an earlier `recover --force` kept: the log was damaged.

@@ -3,24 +3,31 @@
 //! cut the log there (§9, recovery form: `set_len`, fsync) and rebuild the scanned indexes.
 
 use std::fs;
+use std::ops::ControlFlow;
 
 use std::path::Path;
 
 use crate::config::{LogConfig, RecoveryMode};
 use crate::error::{Corruption, Error, Result};
 use crate::failpoint::crash_point;
-use crate::format::CORRUPT_SUFFIX;
+use crate::format::{CORRUPT_SUFFIX, FOREIGN_SUFFIX};
 use crate::log::checkpoint::Checkpoint;
+use crate::log::index::IndexEntry;
 use crate::log::index_plan::write_index_files;
 use crate::log::load::{Access, Loaded, RecoveryReport, SegmentFile, open_segments, scan_file};
+use crate::log::offset_index::OffsetEntry;
 use crate::log::segment::SegmentPaths;
-use crate::log::walk::{self, Scan};
+use crate::log::walk::{self, BatchPos, Scan, Stop};
 use crate::storage::{self, MappedFile};
 
 /// Where the scan found the end of the log.
 struct End {
     /// The segments kept, each with its scan; the last one holds the end.
     kept: Vec<(SegmentFile, Scan)>,
+    /// Foreign files found among them (DESIGN.md §4), to be set aside (`TruncateCorrupt` only).
+    foreign: Vec<SegmentFile>,
+    /// Files looked at: the kept ones and the foreign ones.
+    consumed: usize,
     /// The offset after the last valid batch.
     next_offset: u64,
     /// Why the log ends before its files do, if it does.
@@ -36,12 +43,24 @@ pub(crate) fn recover(
     config: &LogConfig,
     report: &mut RecoveryReport,
 ) -> Result<Loaded> {
-    let first = files.iter().rposition(|f| f.base <= recovery_point).unwrap_or(0);
+    // A normal open scans from the segment holding the recovery point (older ones were sealed,
+    // hence durable, and are checked at first read: KAFKA-7283). `strata recover --force` scans
+    // every segment: damage anywhere is cut there.
+    let mut first = match config.recovery {
+        RecoveryMode::TruncateCorrupt => 0,
+        RecoveryMode::Strict => files.iter().rposition(|f| f.base <= recovery_point).unwrap_or(0),
+    };
+    // The first segment scanned must continue the one before it; if it does not (a foreign file,
+    // or data missing), scan that one too, so the scan can tell which (DESIGN.md §4).
+    if first > 0 && segment_end(dir, files[first - 1])? != files[first].base {
+        first -= 1;
+    }
     tracing::info!(dir = %dir.display(), recovery_point, from_segment = files[first].base, "unclean shutdown: scanning");
     let end = scan_from(dir, &files[first..], config, report)?;
     let cut = &end.kept[end.kept.len() - 1];
     let path = SegmentPaths::new(dir, cut.0.base).log;
-    let after = files.get(first + end.kept.len()).map(|f| f.base);
+    let rest = &files[first + end.consumed..];
+    let after = rest.first().map(|f| f.base);
     let sealed = end.reason.is_some() && after.is_some() && was_sealed(dir, cut.0, cut.1.valid_len, config)?;
     // Records below the log start offset are deleted anyway: only [start, recovery point) must
     // survive (after a `reset_at` past the end, start = recovery point and nothing must).
@@ -50,7 +69,11 @@ pub(crate) fn recover(
             end.reason.clone().unwrap_or(Corruption::EndsBeforeRecoveryPoint { end: end.next_offset, recovery_point });
         tracing::error!(file = %path.display(), position = cut.1.valid_len, %reason, end = end.next_offset, recovery_point, sealed, "damage to acknowledged data");
         accept_loss(&path, cut.1.valid_len, config, reason)?;
-        let lost_up_to = recovery_point.max(after.unwrap_or(0));
+        // Every record of a sealed segment was durable (it was fsynced before it was trimmed): the
+        // loss runs to the end of the last sealed one (the last segment's base), or to the
+        // recovery point if that is further.
+        let last_sealed_end = if after.is_some() { files.last().map_or(0, |f| f.base) } else { 0 };
+        let lost_up_to = recovery_point.max(last_sealed_end);
         report.acknowledged_records_lost += lost_up_to.saturating_sub(end.next_offset);
         keep_corrupt(dir, &path, report)?;
         // Lower the recovery point first, so a crash during the cut cannot resurrect the claim.
@@ -59,8 +82,37 @@ pub(crate) fn recover(
     } else if let Some(reason) = &end.reason {
         tracing::warn!(file = %path.display(), position = cut.1.valid_len, %reason, "torn tail: the log ends here");
     }
-    let removed = &files[first + end.kept.len()..];
-    apply(dir, &files[..first], end, removed, config, report)
+    for file in &end.foreign {
+        set_aside_foreign(dir, file.base, report)?;
+    }
+    apply(dir, &files[..first], end, rest, config, report)
+}
+
+/// A foreign `.log` (DESIGN.md §4): in `Strict` mode the open fails naming it, and nothing changes;
+/// under `TruncateCorrupt` the caller sets it aside. A healthy segment is never blamed for it.
+pub(crate) fn foreign_found(dir: &Path, file: SegmentFile, why: &'static str, config: &LogConfig) -> Result<()> {
+    let path = SegmentPaths::new(dir, file.base).log;
+    tracing::warn!(file = %path.display(), why, "foreign segment file");
+    match config.recovery {
+        RecoveryMode::Strict => Err(Error::corrupt(path, 0, Corruption::ForeignFile(why))),
+        RecoveryMode::TruncateCorrupt => Ok(()),
+    }
+}
+
+/// Renames a foreign `.log` (and index files of its name) to `<name>.foreign`: kept for a human,
+/// never read, never deleted.
+pub(crate) fn set_aside_foreign(dir: &Path, base: u64, report: &mut RecoveryReport) -> Result<()> {
+    let paths = SegmentPaths::new(dir, base);
+    for path in [paths.log, paths.index, paths.time_index] {
+        if !path.exists() {
+            continue;
+        }
+        let kept = unique_name(&path, FOREIGN_SUFFIX);
+        fs::rename(&path, &kept).map_err(Error::io("rename", &path))?;
+        tracing::warn!(file = %kept.display(), "set aside a foreign file");
+        report.files_kept_foreign.push(kept);
+    }
+    storage::sync_dir(dir)
 }
 
 /// Whether a segment that is not the last one was sealed (fsynced, then trimmed) before the crash:
@@ -73,25 +125,63 @@ fn was_sealed(dir: &Path, file: SegmentFile, valid_len: u64, config: &LogConfig)
 
 /// Phase 1, read only: scans segment after segment until one ends early.
 fn scan_from(dir: &Path, files: &[SegmentFile], config: &LogConfig, report: &mut RecoveryReport) -> Result<End> {
-    let mut kept: Vec<(SegmentFile, Scan)> = Vec::new();
-    let mut expected = files[0].base;
+    let mut end = End { kept: Vec::new(), foreign: Vec::new(), consumed: 0, next_offset: files[0].base, reason: None };
     for &file in files {
-        if file.base != expected {
+        let expected = end.next_offset;
+        if file.base != expected && !end.kept.is_empty() {
+            let why = match (file.base < expected, file.len) {
+                (true, _) => Some("its base offset falls inside the previous segment's offsets"),
+                (false, 0) => Some("empty, and its base offset does not continue the previous segment"),
+                (false, _) => None,
+            };
+            if let Some(why) = why {
+                foreign_found(dir, file, why, config)?;
+                end.foreign.push(file);
+                end.consumed += 1;
+                continue;
+            }
             tracing::warn!(expected, found = file.base, "segment does not continue the log; the log ends before it");
-            let reason = Corruption::SegmentGap { expected, found: file.base };
-            return Ok(End { kept, next_offset: expected, reason: Some(reason) });
+            end.reason = Some(Corruption::SegmentGap { expected, found: file.base });
+            return Ok(end);
         }
         let scan = scan_file(dir, file, config, Access::Mapped)?;
         report.segments_scanned += 1;
         report.bytes_scanned += scan.valid_len;
-        expected = scan.next_offset;
-        let reason = scan.invalid.clone();
-        kept.push((file, scan));
-        if reason.is_some() {
-            return Ok(End { kept, next_offset: expected, reason });
+        end.next_offset = scan.next_offset;
+        end.reason = scan.invalid.clone();
+        end.kept.push((file, scan));
+        end.consumed += 1;
+        if end.reason.is_some() {
+            return Ok(end);
         }
     }
-    Ok(End { kept, next_offset: expected, reason: None })
+    Ok(end)
+}
+
+/// Where a segment's data ends (the offset after its last batch), from its last index entry (a
+/// short walk), or from its start if the index is missing or does not lead to a batch. Reads only.
+fn segment_end(dir: &Path, file: SegmentFile) -> Result<u64> {
+    let paths = SegmentPaths::new(dir, file.base);
+    let indexed = last_index_entry(&paths.index).filter(|e| u64::from(e.position) < file.len);
+    let from_start = BatchPos { position: 0, expected: file.base };
+    let start = indexed.map_or(from_start, |e| BatchPos {
+        position: u64::from(e.position),
+        expected: file.base.saturating_add(u64::from(e.relative_offset)),
+    });
+    let log = MappedFile::open_sealed(&paths.log, file.len, crate::config::ReadPath::Pread);
+    let walk = |start| walk::walk_file(&log, file.len, start, |_, _, _| ControlFlow::<()>::Continue(()));
+    let mut end = walk(start)?;
+    if start != from_start && end.as_ref().is_some_and(|e| e.at == start && e.stop != Stop::End) {
+        end = walk(from_start)?;
+    }
+    log.retire();
+    Ok(end.map_or(file.base, |e| e.at.expected))
+}
+
+/// The last entry of an `.index` file, if it has one that is not zero.
+fn last_index_entry(path: &Path) -> Option<OffsetEntry> {
+    let bytes = fs::read(path).ok()?;
+    bytes.chunks_exact(OffsetEntry::LEN).map(OffsetEntry::decode_from).rfind(|e| !e.is_zero())
 }
 
 /// Damage to acknowledged data: an error in `Strict` mode, accepted (and logged) otherwise.
@@ -118,8 +208,14 @@ fn keep_corrupt(dir: &Path, path: &Path, report: &mut RecoveryReport) -> Result<
 
 /// `<path>.corrupt`, or `<path>.corrupt.N` if earlier recoveries kept copies already.
 fn corrupt_name(path: &Path) -> std::path::PathBuf {
+    unique_name(path, CORRUPT_SUFFIX)
+}
+
+/// `<path><suffix>`, or `<path><suffix>.N` for the first N that is free (kept files are never
+/// overwritten).
+fn unique_name(path: &Path, suffix: &str) -> std::path::PathBuf {
     let mut name = path.as_os_str().to_owned();
-    name.push(CORRUPT_SUFFIX);
+    name.push(suffix);
     let first = std::path::PathBuf::from(&name);
     (1..)
         .map(|n| if n == 1 { first.clone() } else { format!("{}.{n}", first.display()).into() })
