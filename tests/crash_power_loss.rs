@@ -8,41 +8,22 @@
 //! Opt-in, so marked `#[ignore]` (a skipped test must never read as a passed one): run it with
 //! `cargo test --all-features --test crash_power_loss -- --ignored` as root with loop devices
 //! (`powercut available` must succeed; the test fails, not skips, when it does not).
-//! Cycles: `STRATA_POWERLOSS_CYCLES` (default 20). The tool: `STRATA_POWERCUT` (default
-//! `../shared/tools/powercut`).
+//! Cycles: `STRATA_POWERLOSS_CYCLES` (default 20); the file system's block size:
+//! `STRATA_POWERLOSS_BLOCK_SIZE` (1024, 2048 or 4096; default: mkfs's choice, 1024 for the 256 MB
+//! image). The tool: `STRATA_POWERCUT` (default `../shared/tools/powercut`).
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::ext4::{Mount, tool};
 use common::{check_recovered, value_of};
 use rand::{Rng, RngExt};
 use strata_log::LogConfig;
-
-fn powercut() -> PathBuf {
-    std::env::var_os("STRATA_POWERCUT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/powercut"))
-}
-
-fn tool(args: &[&str]) -> String {
-    let out = Command::new(powercut()).args(args).output().unwrap();
-    assert!(out.status.success(), "powercut {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
-/// Unmounts and removes the image however the test ends.
-struct Mount(String);
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new(powercut()).args(["teardown", &self.0]).output();
-    }
-}
 
 const SEGMENT_BYTES: u64 = 64 << 10;
 
@@ -96,24 +77,19 @@ fn cycle(mount: &str, dir: &Path, next: u64, rng: &mut impl Rng) -> u64 {
     acked
 }
 
-/// Fails with the reason when the power cut cannot be simulated here: the test was asked for.
-fn require_powercut() {
-    let available = Command::new(powercut()).arg("available").status().is_ok_and(|s| s.success());
-    assert!(available, "{} available failed: the power-loss tests need root and loop devices", powercut().display());
-}
-
 #[test]
 #[ignore = "opt-in: needs root and loop devices; cargo test --all-features --test crash_power_loss -- --ignored"]
 fn power_loss_loses_nothing_acknowledged() {
-    require_powercut();
     let cycles = std::env::var("STRATA_POWERLOSS_CYCLES").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
+    let block_size = std::env::var("STRATA_POWERLOSS_BLOCK_SIZE").ok().and_then(|s| s.parse().ok());
     let mut rng = common::rng("power_loss_loses_nothing_acknowledged");
-    let mount = Mount(tool(&["setup", "256"]));
-    let dir = Path::new(&mount.0).join("log");
+    let mount = Mount::new(256, block_size);
+    let mount_dir = mount.path().to_string_lossy().into_owned();
+    let dir = mount.path().join("log");
     let mut next = 0;
     let mut checked = 0;
     for _ in 0..cycles {
-        let acked = cycle(&mount.0, &dir, next, &mut rng);
+        let acked = cycle(&mount_dir, &dir, next, &mut rng);
         let log = check_recovered(&dir, config(), acked);
         next = log.next_offset();
         checked += next;
@@ -130,9 +106,9 @@ fn power_loss_loses_nothing_acknowledged() {
 #[test]
 #[ignore = "opt-in: needs root and loop devices; cargo test --all-features --test crash_power_loss -- --ignored"]
 fn recovery_fsyncs_what_it_claims_durable() {
-    require_powercut();
-    let mount = Mount(tool(&["setup", "64"]));
-    let dir = Path::new(&mount.0).join("log");
+    let mount = Mount::new(64, None);
+    let mount_dir = mount.path().to_string_lossy().into_owned();
+    let dir = mount.path().join("log");
     // A writer that never fsyncs: a small record, then one larger than a segment (it gets a
     // segment of exactly its size), then it is killed.
     let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
@@ -154,9 +130,9 @@ fn recovery_fsyncs_what_it_claims_durable() {
     // Recovery claims offsets below 2 durable; then the power goes.
     let log = strata_log::Log::open(&dir, LogConfig { segment_bytes: 1024, ..LogConfig::default() }).unwrap();
     assert_eq!(log.recovery_report().recovery_point, 2);
-    tool(&["cut", &mount.0]);
+    tool(&["cut", &mount_dir]);
     drop(log);
-    tool(&["remount", &mount.0]);
+    tool(&["remount", &mount_dir]);
     let log = strata_log::Log::open(&dir, LogConfig { segment_bytes: 1024, ..LogConfig::default() });
     let log = log.unwrap_or_else(|e| panic!("what recovery claimed durable is gone: {e}"));
     assert_eq!(log.next_offset(), 2);
