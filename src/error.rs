@@ -141,6 +141,14 @@ pub enum Error {
         /// The log's next offset after the truncation.
         next_offset: u64,
     },
+    /// A read looked for the segment holding an offset `attempts` times while the segments kept
+    /// changing under it (truncation, retention, compaction) and gave up; nothing is wrong with
+    /// the data. Retry the call.
+    #[error("the log's segments changed {attempts} times during the call; retry it")]
+    Unsettled {
+        /// How many times the call looked.
+        attempts: usize,
+    },
     /// The log was opened read-only.
     #[error("the log is open read-only")]
     ReadOnly,

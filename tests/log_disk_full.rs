@@ -104,3 +104,33 @@ fn a_crashed_log_on_a_full_disk_recovers_and_opens() {
     log.close().unwrap();
     drop(scenario);
 }
+
+/// Regression (review): an append that re-extended the `.log` but not an index (the disk filled up
+/// between the two) left the index short for good — the `.log` had room, so no later append
+/// re-extended it — and an append past the index's room poisoned the log.
+#[test]
+fn an_index_left_short_is_re_extended_before_it_is_needed() {
+    let scenario = FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig { index_bytes: 64 * 8, index_interval_bytes: 0, ..config() };
+    let log = Log::open(dir.path(), config.clone()).unwrap();
+    for i in 0..3 {
+        append(&log, i).unwrap();
+    }
+    log.close().unwrap();
+    fail::cfg("fallocate_enospc", "return").unwrap();
+    let log = Log::open(dir.path(), config.clone()).unwrap();
+    // Space for the `.log` only: its re-extension passes, the index's fails.
+    fail::cfg("fallocate_enospc", "1*off->return").unwrap();
+    let full = append(&log, 3);
+    assert!(matches!(&full, Err(Error::DiskFull { advice, .. }) if advice.contains("index_bytes")), "{full:?}");
+    fail::remove("fallocate_enospc");
+    // Index entries for every batch (interval 0): far more than the index had room for.
+    for i in 3..40 {
+        append(&log, i).unwrap_or_else(|e| panic!("append {i}: {e}"));
+    }
+    log.flush().unwrap();
+    assert_eq!(values(&log).len(), 40);
+    log.close().unwrap();
+    drop(scenario);
+}

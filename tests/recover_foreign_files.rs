@@ -95,3 +95,29 @@ fn a_non_empty_log_starting_inside_the_previous_segment_is_foreign() {
     assert!(report.files_kept_corrupt.is_empty(), "{report:?}");
     assert_eq!(common::values(&log).len(), 300);
 }
+
+/// Regression (review): a clean open took a foreign `.log` (another log's segment, copied in under
+/// a name inside an existing segment's offsets) for a segment, and `read(12)` returned that log's
+/// record. A segment's first read checks that it begins where the one before it ends.
+#[test]
+fn a_clean_open_never_reads_a_foreign_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let bases = log_of(dir.path(), 300);
+    let other = tempfile::tempdir().unwrap();
+    let log = Log::open(other.path(), config()).unwrap();
+    log.reset_at(bases[1] + 10).unwrap();
+    for i in 0..5 {
+        log.append(&[Record::new(format!("B-{i}").as_bytes())]).unwrap();
+    }
+    log.close().unwrap();
+    let stray = format!("{:020}.log", bases[1] + 10);
+    std::fs::copy(other.path().join(&stray), dir.path().join(&stray)).unwrap();
+    let log = Log::open(dir.path(), config()).unwrap();
+    assert!(log.recovery_report().clean_shutdown);
+    let read = log.read(bases[1] + 12, 1).unwrap().next().unwrap();
+    match read {
+        Err(error) => assert_foreign(error, &stray),
+        Ok(record) => panic!("read a record of another log: {:?}", record.value()),
+    }
+    assert!(log.metrics().corruption_seen);
+}

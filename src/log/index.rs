@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::config::ReadPath;
 use crate::error::Result;
-use crate::storage::{INDEX_ADVICE, MappedFile};
+use crate::storage::{FileId, INDEX_ADVICE, MappedFile};
 
 /// A fixed-size index entry.
 pub(crate) trait IndexEntry: Copy + Eq + Debug {
@@ -59,8 +59,9 @@ impl<E: IndexEntry> SparseIndex<E> {
     /// An index of a read-only open, read with `pread` and opened at each read (it holds no
     /// descriptor); a missing file is an empty index.
     pub(crate) fn open_pread(path: &Path) -> SparseIndex<E> {
-        let len = std::fs::metadata(path).map_or(0, |meta| meta.len() / E::LEN as u64 * E::LEN as u64);
-        let file = MappedFile::open_sealed(path, len, ReadPath::Pread);
+        let meta = std::fs::metadata(path).ok();
+        let len = meta.as_ref().map_or(0, |meta| meta.len() / E::LEN as u64 * E::LEN as u64);
+        let file = MappedFile::open_viewed(path, len, meta.as_ref().map(FileId::of));
         SparseIndex { file, max_entries: len / E::LEN as u64, _entry: PhantomData }
     }
 
@@ -68,6 +69,11 @@ impl<E: IndexEntry> SparseIndex<E> {
     pub(crate) fn open_sealed(path: &Path, entries: u64, reads: ReadPath) -> SparseIndex<E> {
         let file = MappedFile::open_sealed(path, entries * E::LEN as u64, reads);
         SparseIndex { file, max_entries: entries, _entry: PhantomData }
+    }
+
+    /// Whether the file has less room than the entries it may hold (opened on a full disk).
+    pub(crate) fn is_short(&self) -> bool {
+        self.file.capacity() < self.max_entries * E::LEN as u64
     }
 
     /// Makes sure the file has room for every entry it may hold (an index opened on a full disk

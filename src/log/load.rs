@@ -17,7 +17,7 @@ use crate::log::checkpoint::{Checkpoint, CleanShutdown};
 use crate::log::index_plan::write_index_files;
 use crate::log::segment::{LogSegment, SegmentPaths};
 use crate::log::{recover, swap, walk};
-use crate::storage::{self, MappedFile};
+use crate::storage::{self, FileId, MappedFile};
 
 /// What opening a log found and changed. Also logged at open.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -100,6 +100,8 @@ fn recovery_point_now(dir: &Path) -> u64 {
 pub(crate) struct SegmentFile {
     pub base: u64,
     pub len: u64,
+    /// The file the name stood for when listed (read-only views check it at each read).
+    pub id: Option<FileId>,
 }
 
 /// Runs DESIGN.md §7 steps 1–5 on a locked directory.
@@ -133,7 +135,7 @@ pub(crate) fn load(dir: &Path, config: &LogConfig) -> Result<Loaded> {
         None => dir_names(dir)?,
     };
     let kept: Vec<SegmentFile> =
-        loaded.segments.iter().map(|s| SegmentFile { base: s.base_offset(), len: s.size() }).collect();
+        loaded.segments.iter().map(|s| SegmentFile { base: s.base_offset(), len: s.size(), id: None }).collect();
     rebuild_missing_indexes(dir, &kept, &names, config, &mut report)?;
     loaded.log_start_offset = start.max(loaded.segments[0].base_offset());
     if loaded.log_start_offset > loaded.next_offset {
@@ -196,7 +198,7 @@ fn load_read_only_once(dir: &Path, config: &LogConfig) -> Result<Loaded> {
     };
     let mut segments = Vec::with_capacity(files.len());
     for pair in files.windows(2) {
-        segments.push(LogSegment::open_read_only(dir, pair[0].base, pair[0].len, pair[1].base, config));
+        segments.push(LogSegment::open_read_only(dir, pair[0].base, pair[0].len, pair[1].base, pair[0].id, config));
     }
     let scan = scan_file(dir, *last, config, Access::Pread)?;
     let before = checkpoint.map_or(0, |c| c.recovery_point);
@@ -214,7 +216,7 @@ fn load_read_only_once(dir: &Path, config: &LogConfig) -> Result<Loaded> {
     } else {
         (scan.valid_len, scan.next_offset)
     };
-    segments.push(LogSegment::open_read_only(dir, last.base, len, next_offset, config));
+    segments.push(LogSegment::open_read_only(dir, last.base, len, next_offset, last.id, config));
     let live_tail = LiveTail {
         path: SegmentPaths::new(dir, last.base).log,
         valid_len: scan.valid_len,
@@ -354,12 +356,13 @@ fn segment_files(dir: &Path, names: &[String]) -> Result<Vec<SegmentFile>> {
     for name in names {
         if let Some((base, LOG_SUFFIX)) = parse_file_name(name) {
             let path = dir.join(name);
-            let len = fs::metadata(&path).map_err(Error::io("stat", &path))?.len();
+            let meta = fs::metadata(&path).map_err(Error::io("stat", &path))?;
+            let len = meta.len();
             if len > MAX_SEGMENT_BYTES {
                 let reason = Corruption::BadLength { length: len, available: MAX_SEGMENT_BYTES };
                 return Err(Error::corrupt(path, MAX_SEGMENT_BYTES, reason));
             }
-            files.push(SegmentFile { base, len });
+            files.push(SegmentFile { base, len, id: Some(FileId::of(&meta)) });
         }
     }
     files.sort_by_key(|f| f.base);
@@ -402,12 +405,23 @@ pub(crate) enum Access {
 
 /// Validates a segment file batch by batch from its start.
 pub(crate) fn scan_file(dir: &Path, file: SegmentFile, config: &LogConfig, access: Access) -> Result<walk::Scan> {
+    scan_file_from(dir, file, config, access, 0)
+}
+
+/// [`scan_file`], validating in full only the batches holding an offset at or after `check_from`.
+pub(crate) fn scan_file_from(
+    dir: &Path,
+    file: SegmentFile,
+    config: &LogConfig,
+    access: Access,
+    check_from: u64,
+) -> Result<walk::Scan> {
     let path = SegmentPaths::new(dir, file.base).log;
     let reader = match access {
         Access::Mapped => MappedFile::open_sealed(&path, file.len, config.read_path),
         Access::Pread => MappedFile::open_sealed(&path, file.len, ReadPath::Pread),
     };
-    let scan = walk::scan(&reader, file.len, file.base, config.index_interval_bytes)?;
+    let scan = walk::scan_checking_from(&reader, file.len, file.base, config.index_interval_bytes, check_from)?;
     reader.retire();
     scan.ok_or_else(|| Error::io("scan", &path)(std::io::ErrorKind::NotFound.into()))
 }

@@ -345,24 +345,41 @@ impl Log {
     }
 
     fn lookup_time(&self, timestamp_ms: i64) -> Result<Option<u64>> {
-        // A segment replaced by a compaction swap or removed meanwhile must not be skipped: the
-        // walk runs again if the segments changed under it.
-        self.shared.segments.stable(|| {
-            let start = self.start_offset();
-            let upper = self.visible_end();
-            for segment in self.shared.segments.all() {
-                if segment.base_offset() >= upper {
-                    break;
+        for _ in 0..shared::LOCATE_ATTEMPTS {
+            // A segment replaced by a compaction swap or removed meanwhile must not be skipped: the
+            // walk runs again if the segments changed under it.
+            let found = self.shared.segments.stable(|| {
+                let start = self.start_offset();
+                let upper = self.visible_end();
+                for segment in self.shared.segments.all() {
+                    if segment.base_offset() >= upper {
+                        break;
+                    }
+                    let skip = segment.next_offset() <= start || segment.max_timestamp()? < timestamp_ms;
+                    if !skip {
+                        self.shared.check_continuity(&segment)?;
+                    }
+                    let found = if skip { None } else { segment.offset_for_timestamp(timestamp_ms, start, upper)? };
+                    // Retired before or while it was searched (deleted, or being cut by a truncation
+                    // that has not yet put the cut copy in the map): its answer meant "nothing
+                    // here", which may be false. Retirement is for good, so checking after is
+                    // enough.
+                    if segment.is_retired() {
+                        return Ok(None);
+                    }
+                    if found.is_some() {
+                        return Ok(Some(found));
+                    }
                 }
-                if segment.next_offset() <= start || segment.max_timestamp()? < timestamp_ms {
-                    continue;
-                }
-                if let Some(offset) = segment.offset_for_timestamp(timestamp_ms, start, upper)? {
-                    return Ok(Some(offset));
-                }
+                Ok(Some(None))
+            })?;
+            match found {
+                Some(found) => return Ok(found),
+                // A truncation holds the append lock until the map holds the new segment.
+                None => drop(self.shared.appender.lock()),
             }
-            Ok(None)
-        })
+        }
+        Err(Error::Unsettled { attempts: shared::LOCATE_ATTEMPTS })
     }
 
     /// Removes every record at or after `offset` and returns the new next offset: `offset` itself,

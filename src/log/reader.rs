@@ -203,7 +203,7 @@ impl<'a> LogReader<'a> {
     /// Copies the next chunk of batches. `false` when the read is complete.
     fn fetch_chunk(&mut self) -> Result<bool> {
         // A segment can be retired (deleted) under us: re-resolve, which ends in OffsetOutOfRange.
-        for _ in 0..16 {
+        for _ in 0..crate::log::shared::LOCATE_ATTEMPTS {
             self.catch_up_truncations()?;
             if self.cursor >= self.upper && self.cut_short {
                 return Err(Error::Truncated { next_offset: self.log.next_offset() });
@@ -251,7 +251,7 @@ impl<'a> LogReader<'a> {
             self.chunk_position = 0;
             return Ok(true);
         }
-        Err(Error::OffsetOutOfRange { requested: self.cursor, start: self.log.start_offset(), next: self.upper })
+        Err(Error::Unsettled { attempts: crate::log::shared::LOCATE_ATTEMPTS })
     }
 
     /// After truncations, ends the read at the lowest cut, or fails with `Error::Truncated` if the

@@ -14,7 +14,7 @@ use crate::format::{CORRUPT_SUFFIX, FOREIGN_SUFFIX};
 use crate::log::checkpoint::Checkpoint;
 use crate::log::index::IndexEntry;
 use crate::log::index_plan::write_index_files;
-use crate::log::load::{Access, Loaded, RecoveryReport, SegmentFile, open_segments, scan_file};
+use crate::log::load::{Access, Loaded, RecoveryReport, SegmentFile, open_segments, scan_file, scan_file_from};
 use crate::log::offset_index::OffsetEntry;
 use crate::log::segment::SegmentPaths;
 use crate::log::walk::{self, BatchPos, Scan, Stop};
@@ -47,7 +47,8 @@ pub(crate) fn recover(
     // hence durable, and are checked at first read: KAFKA-7283). `strata recover --force` scans
     // every segment: damage anywhere is cut there.
     let mut first = match config.recovery {
-        RecoveryMode::TruncateCorrupt => 0,
+        // Records below the log start offset are deleted anyway: from the segment holding it.
+        RecoveryMode::TruncateCorrupt => files.iter().rposition(|f| f.base <= log_start).unwrap_or(0),
         RecoveryMode::Strict => files.iter().rposition(|f| f.base <= recovery_point).unwrap_or(0),
     };
     // The first segment scanned must continue the one before it; if it does not (a foreign file,
@@ -56,7 +57,7 @@ pub(crate) fn recover(
         first -= 1;
     }
     tracing::info!(dir = %dir.display(), recovery_point, from_segment = files[first].base, "unclean shutdown: scanning");
-    let end = scan_from(dir, &files[first..], config, report)?;
+    let end = scan_from(dir, &files[first..], log_start, config, report)?;
     let cut = &end.kept[end.kept.len() - 1];
     let path = SegmentPaths::new(dir, cut.0.base).log;
     let rest = &files[first + end.consumed..];
@@ -124,7 +125,13 @@ fn was_sealed(dir: &Path, file: SegmentFile, valid_len: u64, config: &LogConfig)
 }
 
 /// Phase 1, read only: scans segment after segment until one ends early.
-fn scan_from(dir: &Path, files: &[SegmentFile], config: &LogConfig, report: &mut RecoveryReport) -> Result<End> {
+fn scan_from(
+    dir: &Path,
+    files: &[SegmentFile],
+    log_start: u64,
+    config: &LogConfig,
+    report: &mut RecoveryReport,
+) -> Result<End> {
     let mut end = End { kept: Vec::new(), foreign: Vec::new(), consumed: 0, next_offset: files[0].base, reason: None };
     for &file in files {
         let expected = end.next_offset;
@@ -144,7 +151,7 @@ fn scan_from(dir: &Path, files: &[SegmentFile], config: &LogConfig, report: &mut
             end.reason = Some(Corruption::SegmentGap { expected, found: file.base });
             return Ok(end);
         }
-        let scan = scan_file(dir, file, config, Access::Mapped)?;
+        let scan = scan_file_from(dir, file, config, Access::Mapped, log_start)?;
         report.segments_scanned += 1;
         report.bytes_scanned += scan.valid_len;
         end.next_offset = scan.next_offset;
@@ -263,7 +270,7 @@ fn apply(
             // recovery point is about to move past it.
             sync_file(dir, file.base)?;
         }
-        files.push(SegmentFile { base: file.base, len: scan.valid_len });
+        files.push(SegmentFile { base: file.base, len: scan.valid_len, id: None });
     }
     crash_point!("after_truncate");
     for &file in removed {
@@ -284,7 +291,7 @@ fn cut_data(dir: &Path, file: SegmentFile, scan: &Scan) -> Result<u64> {
     let mut end = scan.valid_len;
     let mut from = scan.valid_len;
     while from < file.len {
-        let window = SegmentFile { base: file.base, len: file.len.min(from + WINDOW) };
+        let window = SegmentFile { len: file.len.min(from + WINDOW), ..file };
         let window_end = data_end(dir, window, from)?;
         if window_end == from {
             break;

@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use parking_lot::Mutex;
 
 use crate::config::LogConfig;
-use crate::config::ReadPath;
 use crate::error::{Corruption, Error, Result};
 use crate::failpoint::{crash_point, error_point};
 use crate::format::{BATCH_HEADER_LEN, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, file_name};
@@ -19,7 +18,7 @@ use crate::log::index_plan::{IndexPlanner, PlannedIndexes, write_index_files};
 use crate::log::offset_index::{OffsetEntry, OffsetIndex};
 use crate::log::time_index::{TimeEntry, TimeIndex};
 use crate::log::walk::{BatchPos, Stop, scan, walk_file, walk_file_in};
-use crate::storage::{self, MappedFile, SEGMENT_ADVICE};
+use crate::storage::{self, FileId, MappedFile, SEGMENT_ADVICE};
 
 /// The three file paths of the segment starting at `base_offset`.
 #[derive(Debug, Clone)]
@@ -63,6 +62,11 @@ pub(crate) struct LogSegment {
     seal_state: Mutex<SealState>,
     /// Mirrors `seal_state == Sealed`, readable without waiting for a seal or flush in progress.
     sealed: AtomicBool,
+    /// An active segment opened without all of its preallocation (a full disk): appends
+    /// re-extend its files first.
+    short: AtomicBool,
+    /// It was checked that this segment begins where the one before it ends (at its first read).
+    continuity_checked: AtomicBool,
     /// Serialises the first-read index check (and rebuild), so it runs once.
     index_check: Mutex<()>,
     /// Largest timestamp and its batch's offset, once known for a sealed segment.
@@ -129,12 +133,15 @@ impl LogSegment {
         let paths = SegmentPaths::new(dir, base_offset);
         let entries = |p: &Path, len| Ok::<_, Error>(storage::file_len(p)? / len as u64);
         let reads = config.read_path;
+        // The `.log` first: on a nearly full disk the space goes to the data, not the indexes.
+        let log = MappedFile::open_writable(&paths.log, log_len, config.segment_bytes, reads, SEGMENT_ADVICE)?;
         let index_entries = entries(&paths.index, OffsetEntry::LEN)?;
         let offset_index = OffsetIndex::open_writable(&paths.index, index_entries, config.index_bytes, reads)?;
         let time_entries = entries(&paths.time_index, TimeEntry::LEN)?;
         let time_index = TimeIndex::open_writable(&paths.time_index, time_entries, config.index_bytes, reads)?;
-        let log = MappedFile::open_writable(&paths.log, log_len, config.segment_bytes, reads, SEGMENT_ADVICE)?;
+        let short = log.capacity() < config.segment_bytes || offset_index.is_short() || time_index.is_short();
         let mut segment = LogSegment::assemble(base_offset, log, offset_index, time_index, next_offset, None, config);
+        *segment.short.get_mut() = short;
         *segment.writer.get_mut() = Some(segment.resume_writer()?);
         *segment.seal_state.get_mut() = SealState::Active;
         *segment.sealed.get_mut() = false;
@@ -185,12 +192,13 @@ impl LogSegment {
         base_offset: u64,
         log_len: u64,
         next_offset: u64,
+        id: Option<FileId>,
         config: &LogConfig,
     ) -> LogSegment {
         let paths = SegmentPaths::new(dir, base_offset);
         let offset_index = OffsetIndex::open_pread(&paths.index);
         let time_index = TimeIndex::open_pread(&paths.time_index);
-        let log = MappedFile::open_sealed(&paths.log, log_len, ReadPath::Pread);
+        let log = MappedFile::open_viewed(&paths.log, log_len, id);
         let mut segment = LogSegment::assemble(base_offset, log, offset_index, time_index, next_offset, None, config);
         segment.read_only = true;
         segment
@@ -213,6 +221,8 @@ impl LogSegment {
             next_offset: AtomicU64::new(next_offset),
             seal_state: Mutex::new(if writer.is_none() { SealState::Sealed } else { SealState::Active }),
             sealed: AtomicBool::new(writer.is_none()),
+            short: AtomicBool::new(false),
+            continuity_checked: AtomicBool::new(false),
             index_check: Mutex::new(()),
             writer: Mutex::new(writer),
             sealed_max_timestamp: Mutex::new(None),
@@ -294,14 +304,19 @@ impl LogSegment {
     }
 
     /// Makes room for `bytes` more bytes: an empty segment taking a batch larger than it, or a
-    /// segment opened on a full disk without its preallocation taking its first append (then the
-    /// indexes are re-extended too). A failure here (`Error::DiskFull`) leaves nothing stored.
+    /// segment opened on a full disk without its preallocation (`short`) taking an append: then
+    /// the `.log` and both indexes are re-extended, every append until all three are. A failure
+    /// here (`Error::DiskFull`) leaves nothing stored.
     pub(crate) fn reserve(&self, bytes: u64, segment_bytes: u64) -> Result<()> {
         let needed = self.size() + bytes;
         if needed > self.log.capacity() {
             self.log.grow(needed.max(segment_bytes))?;
+        }
+        if self.short.load(Ordering::Acquire) {
+            self.log.grow(needed.max(segment_bytes))?;
             self.offset_index.ensure_capacity()?;
             self.time_index.ensure_capacity()?;
+            self.short.store(false, Ordering::Release);
         }
         Ok(())
     }
@@ -424,6 +439,20 @@ impl LogSegment {
         Ok(renamed)
     }
 
+    /// Whether it was checked that this segment begins where the one before it ends.
+    pub(crate) fn continuity_checked(&self) -> bool {
+        self.continuity_checked.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn mark_continuity_checked(&self) {
+        self.continuity_checked.store(true, Ordering::Release);
+    }
+
+    /// Whether the segment was retired: deleted, or being cut by a truncation.
+    pub(crate) fn is_retired(&self) -> bool {
+        self.log.is_retired()
+    }
+
     /// Releases maps and descriptors for good (the segment was removed from the log).
     pub(crate) fn retire(&self) {
         self.log.retire();
@@ -484,6 +513,21 @@ impl LogSegment {
             Some(e) => Err(e),
             None => Ok(end.map(|(at, _)| (at.position, at.expected))),
         }
+    }
+
+    /// The offset after the last batch, walking headers only from the last index entry (a damaged
+    /// header ends the walk early: the end is then at most the true one). `None` if retired.
+    pub(crate) fn data_end(&self) -> Result<Option<u64>> {
+        let base = self.base_offset;
+        let entry = if self.indexes_unusable() { None } else { self.offset_index.last()? };
+        let start = entry.map_or(BatchPos { position: 0, expected: base }, |e| BatchPos {
+            position: u64::from(e.position),
+            expected: base.saturating_add(u64::from(e.relative_offset)),
+        });
+        let Some(end) = walk_file(&self.log, self.size(), start, |_, _, _| ControlFlow::<()>::Continue(()))? else {
+            return Ok(None);
+        };
+        Ok(Some(end.at.expected))
     }
 
     /// Where the walk for `offset` may start: the greatest index entry at or before it.

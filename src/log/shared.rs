@@ -26,7 +26,7 @@ use crate::storage;
 
 /// How often a read looks for the segment holding an offset again when the segments changed under
 /// it (deleted by retention, replaced by a truncation or compaction) before giving up.
-const LOCATE_ATTEMPTS: usize = 16;
+pub(crate) const LOCATE_ATTEMPTS: usize = 16;
 
 /// Everything a `Log` and its threads share.
 pub(crate) struct Shared {
@@ -616,6 +616,7 @@ impl Shared {
             let (Some(segment), Some(located)) = (segment, located) else {
                 return Err(Error::OffsetOutOfRange { requested: offset, start, next: upper });
             };
+            self.check_continuity(&segment)?;
             match located? {
                 Located::At(at) => return Ok(Some((segment, at))),
                 // Deleted by retention, or being replaced by a truncation (which holds the append
@@ -633,7 +634,31 @@ impl Shared {
                 }
             }
         }
-        Err(Error::OffsetOutOfRange { requested: offset, start: self.start_offset(), next: upper })
+        Err(Error::Unsettled { attempts: LOCATE_ATTEMPTS })
+    }
+
+    /// At a segment's first read: it must begin where the segment before it ends. One that begins
+    /// inside it is a foreign file (DESIGN.md §4: copied in from elsewhere) and reading it would
+    /// return another log's records: `Error::Corrupt` naming it (`strata recover --force` sets it
+    /// aside). A clean open does not check this (it would cost a read of every segment); the
+    /// unclean open's scan, `verify` and `recover` do.
+    pub(crate) fn check_continuity(&self, segment: &Arc<LogSegment>) -> Result<()> {
+        if segment.continuity_checked() {
+            return Ok(());
+        }
+        let base = segment.base_offset();
+        let previous = base.checked_sub(1).and_then(|before| self.segments.floor(before));
+        if let Some(previous) = previous.filter(|p| !p.is_retired()) {
+            previous.ensure_indexes_checked()?;
+            if let Some(end) = previous.data_end()?
+                && end > base
+            {
+                let why = "its base offset falls inside the previous segment's offsets";
+                return Err(Error::corrupt(segment.log_path(), 0, Corruption::ForeignFile(why)));
+            }
+        }
+        segment.mark_continuity_checked();
+        Ok(())
     }
 
     /// Bytes of batches in all segments.

@@ -146,10 +146,25 @@ pub(crate) struct Scan {
 /// planning index entries with `interval`, and stops at the first invalid batch, a zero header or
 /// the end. `None` if the file was retired.
 pub(crate) fn scan(file: &MappedFile, len: u64, base_offset: u64, interval: u64) -> Result<Option<Scan>> {
+    scan_checking_from(file, len, base_offset, interval, 0)
+}
+
+/// [`scan`], validating in full only the batches that hold an offset at or after `check_from`
+/// (the log start offset): a batch wholly below it is deleted anyway, so only its header is
+/// checked (to step over it), and damage inside it never costs the records after it.
+pub(crate) fn scan_checking_from(
+    file: &MappedFile,
+    len: u64,
+    base_offset: u64,
+    interval: u64,
+    check_from: u64,
+) -> Result<Option<Scan>> {
     let mut scan = Scan { next_offset: base_offset, ..Scan::default() };
     let start = BatchPos { position: 0, expected: base_offset };
     let end = walk_file(file, len, start, |at, header, bytes| {
-        if let Err(e) = batch::validate(bytes, Some(at.expected)) {
+        if header.last_offset() >= check_from
+            && let Err(e) = batch::validate(bytes, Some(at.expected))
+        {
             return ControlFlow::Break(e);
         }
         scan.plan.add(base_offset, at.position, header, interval);

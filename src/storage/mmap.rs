@@ -29,7 +29,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::config::ReadPath;
 use crate::error::{Corruption, Error, Result};
 use crate::failpoint::error_point;
-use crate::storage::allocate;
+use crate::storage::{FileId, allocate};
 
 /// Bytes a `pread` file is read in at once by walks that read everything.
 const PREAD_WINDOW: u64 = 1 << 20;
@@ -48,6 +48,10 @@ pub(crate) struct MappedFile {
     reads: ReadPath,
     /// What to tell a user whose disk is too full to preallocate this file.
     advice: &'static str,
+    /// For a file of a read-only view (opened by name at each read): the file the name stood for
+    /// when the view was taken. Another process replacing it makes reads fail (and the view be
+    /// taken again) rather than read the new file at the old file's positions.
+    identity: Option<FileId>,
 }
 
 #[derive(Debug)]
@@ -101,6 +105,14 @@ impl MappedFile {
         MappedFile::with_state(path, State::Sealed { map: None }, len, reads, "")
     }
 
+    /// A file of a read-only view: read with `pread`, opened at each read, and only while the
+    /// name still stands for the file `identity` (as listed).
+    pub(crate) fn open_viewed(path: &Path, len: u64, identity: Option<FileId>) -> MappedFile {
+        let mut file = MappedFile::open_sealed(path, len, ReadPath::Pread);
+        file.identity = identity;
+        file
+    }
+
     fn writable(
         path: &Path,
         file: File,
@@ -124,6 +136,7 @@ impl MappedFile {
             append_lock: Mutex::new(()),
             reads,
             advice,
+            identity: None,
         }
     }
 
@@ -201,6 +214,7 @@ impl MappedFile {
                     let path = self.path.lock();
                     let file = File::open(&*path).map_err(Error::io("open", &*path))?;
                     drop(path);
+                    self.check_identity(&file)?;
                     return self.pread(&file, position, len).map(|bytes| Some(f(&bytes)));
                 }
                 State::Retired => return Ok(None),
@@ -235,6 +249,17 @@ impl MappedFile {
             path: self.path(),
             source: std::io::ErrorKind::UnexpectedEof.into(),
         }
+    }
+
+    /// `Error::Io` (not found) if the name now stands for another file than the one listed.
+    fn check_identity(&self, file: &File) -> Result<()> {
+        let Some(expected) = self.identity else { return Ok(()) };
+        let meta = file.metadata().map_err(|e| self.io_error("stat", e))?;
+        if FileId::of(&meta) != expected {
+            let replaced = std::io::Error::new(std::io::ErrorKind::NotFound, "replaced since it was listed");
+            return Err(self.io_error("open", replaced));
+        }
+        Ok(())
     }
 
     /// Reads published bytes with `pread`. The file ending before them means someone else cut it:
@@ -348,6 +373,11 @@ impl MappedFile {
             }
             None => false,
         }
+    }
+
+    /// Whether the file was retired (its segment left the log).
+    pub(crate) fn is_retired(&self) -> bool {
+        matches!(&*self.state.read(), State::Retired)
     }
 
     /// Renames the file; later opens by name use the new name.

@@ -11,6 +11,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub(crate) use mmap::MappedFile;
 
+/// Which file a name stood for when it was listed (device and inode): a file another process
+/// replaced under the same name (a compaction swap) is told apart from the one listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileId {
+    dev: u64,
+    ino: u64,
+}
+
+impl FileId {
+    pub(crate) fn of(meta: &fs::Metadata) -> FileId {
+        use std::os::unix::fs::MetadataExt as _;
+        FileId { dev: meta.dev(), ino: meta.ino() }
+    }
+}
+
 use crate::error::{Error, Result};
 use crate::failpoint::{crash_point, error_point};
 use crate::format::TMP_SUFFIX;
@@ -94,6 +109,9 @@ pub(crate) fn allocate(file: &File, path: &Path, len: u64, advice: &'static str)
     if fail::eval("fallocate_enospc", |_| ()).is_some() {
         return Err(disk_full("fallocate", path, Some(len), advice));
     }
+    // A failed allocation may keep what it got and grow the file (ext4 does): it is undone, so a
+    // failure takes no space and changes no length.
+    let before = file.metadata().map_err(Error::io("stat", path))?.len();
     // A signal arriving during a long allocation interrupts it (EINTR): try again.
     let allocated = loop {
         match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, len) {
@@ -104,8 +122,10 @@ pub(crate) fn allocate(file: &File, path: &Path, len: u64, advice: &'static str)
     match allocated {
         Ok(()) => Ok(()),
         Err(rustix::io::Errno::NOSPC | rustix::io::Errno::DQUOT) => {
-            let have = file.metadata().map_or(0, |m| m.len());
-            Err(disk_full("fallocate", path, Some(len.saturating_sub(have)), advice))
+            if file.metadata().is_ok_and(|m| m.len() > before) {
+                file.set_len(before).map_err(Error::io("undo a partial fallocate", path))?;
+            }
+            Err(disk_full("fallocate", path, Some(len.saturating_sub(before)), advice))
         }
         Err(rustix::io::Errno::OPNOTSUPP) => {
             static WARNED: std::sync::Once = std::sync::Once::new();
