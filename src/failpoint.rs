@@ -29,7 +29,8 @@
 //!
 //! Error points: `create_segment` (a roll, before any byte of the batch is stored),
 //! `append_after_data` (after a batch's bytes are stored), `fdatasync`,
-//! `fsync_directory`, `write_checkpoint`; `fallocate_enospc` makes every preallocation fail as on a
+//! `fsync_directory`, `write_checkpoint` (before anything is written), `checkpoint_fdatasync` (the
+//! checkpoint's slot written, its fdatasync failing); `fallocate_enospc` makes every preallocation fail as on a
 //! full disk (`Error::DiskFull`).
 
 /// The exit status of a process stopped at a crash point.

@@ -161,6 +161,9 @@ pub const CLEANED_SUFFIX: &str = ".cleaned";
 pub const SWAP_SUFFIX: &str = ".swap";
 /// Appended to a damaged segment kept for inspection.
 pub const CORRUPT_SUFFIX: &str = ".corrupt";
+/// Suffix of a healthy segment `recover --force` removed from the log because it followed damage
+/// (its records are lost from the log): kept for a human, never read, never deleted.
+pub const REMOVED_SUFFIX: &str = ".removed";
 /// Suffix of a `.log` file found not to belong to the log (an empty one that is not the last, or
 /// one whose base falls inside the previous segment's offsets), set aside by `recover --force`:
 /// kept, never read, never deleted.

@@ -95,3 +95,20 @@ fn removals_whose_checkpoint_fails_change_nothing() {
     log.close().unwrap();
     drop(scenario);
 }
+
+/// A checkpoint whose bytes were written but whose fdatasync failed is not an ordinary failure:
+/// the file's state on disk is unknown (review). That poisons the log, like any failed fsync.
+#[test]
+fn a_failed_checkpoint_fdatasync_poisons_the_log() {
+    let scenario = FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), config()).unwrap();
+    append_n(&log, 3);
+    fail::cfg("checkpoint_fdatasync", "return").unwrap();
+    assert!(log.flush().is_err());
+    fail::remove("checkpoint_fdatasync");
+    assert!(matches!(log.append(&[Record::new(b"later")]), Err(Error::Poisoned)));
+    assert!(matches!(log.close(), Err(Error::Poisoned)));
+    assert!(!dir.path().join(".clean-shutdown").exists());
+    drop(scenario);
+}

@@ -21,6 +21,8 @@ pub(crate) trait IndexEntry: Copy + Eq + Debug {
     fn is_zero(&self) -> bool;
     /// Whether `self` may follow `previous` (the strict ordering of the index).
     fn may_follow(&self, previous: &Self) -> bool;
+    /// The entry in words, for messages.
+    fn describe(&self) -> String;
 }
 
 /// A sparse index file of `E` entries.
@@ -159,6 +161,13 @@ impl<E: IndexEntry> SparseIndex<E> {
         self.file.seal_derived()
     }
 
+    /// Uses only the first `entries` entries (a read-only view of an index still being written).
+    pub(crate) fn limit_to(&self, entries: u64) {
+        if entries < self.entries() {
+            self.file.limit_len(entries * E::LEN as u64);
+        }
+    }
+
     /// Points a sealed index at a rebuilt file of `len` bytes renamed over its path.
     pub(crate) fn replace_sealed(&self, len: u64) {
         self.file.replace_sealed(len);
@@ -196,7 +205,13 @@ pub(crate) fn check_entries<E: IndexEntry>(entries: &[E]) -> Result<usize, Strin
         return Err(format!("entry {} follows an empty entry", used + i));
     }
     match entries[..used].windows(2).position(|w| !w[1].may_follow(&w[0])) {
-        Some(i) => Err(format!("entry {} ({:?}) does not follow {:?}", i + 1, entries[i + 1], entries[i])),
+        Some(i) => Err(format!(
+            "entry {} ({}) does not follow entry {} ({})",
+            i + 1,
+            entries[i + 1].describe(),
+            i,
+            entries[i].describe()
+        )),
         None => Ok(used),
     }
 }

@@ -44,6 +44,9 @@ pub struct RecoveryReport {
     pub files_kept_corrupt: Vec<PathBuf>,
     /// `.corrupt` copies found in the directory at open: the log was damaged before (logged).
     pub corrupt_copies: Vec<PathBuf>,
+    /// Segments after the damage that `RecoveryMode::TruncateCorrupt` removed from the log, kept as
+    /// `.removed` (healthy files: their records are lost from the log, not damaged).
+    pub files_kept_removed: Vec<PathBuf>,
     /// Foreign files set aside as `.foreign` (only with `RecoveryMode::TruncateCorrupt`): `.log`
     /// files that did not belong to the log (DESIGN.md §4), with their index files.
     pub files_kept_foreign: Vec<PathBuf>,
@@ -104,8 +107,23 @@ pub(crate) struct SegmentFile {
     pub id: Option<FileId>,
 }
 
-/// Runs DESIGN.md §7 steps 1–5 on a locked directory.
+/// Runs DESIGN.md §7 steps 1–5 on a locked directory. An open refused for damage or a foreign file
+/// (`Error::Corrupt`, decided before any segment changed) puts the clean-shutdown marker back: a
+/// failed open changes nothing a later one relies on.
 pub(crate) fn load(dir: &Path, config: &LogConfig) -> Result<Loaded> {
+    let marker_path = dir.join(CLEAN_SHUTDOWN_FILE);
+    let marker_bytes = storage::read_if_exists(&marker_path)?;
+    let loaded = load_marked(dir, config);
+    if let (Err(Error::Corrupt { .. }), Some(bytes)) = (&loaded, marker_bytes)
+        && !marker_path.exists()
+        && let Err(error) = storage::write_atomically(dir, CLEAN_SHUTDOWN_FILE, &bytes)
+    {
+        tracing::warn!(%error, "could not put the clean-shutdown marker back; the next open scans");
+    }
+    loaded
+}
+
+fn load_marked(dir: &Path, config: &LogConfig) -> Result<Loaded> {
     let started = Instant::now();
     let mut report = RecoveryReport::default();
     let checkpoint = read_checkpoint(dir)?;
@@ -205,7 +223,9 @@ fn load_read_only_once(dir: &Path, config: &LogConfig) -> Result<Loaded> {
     let recovery_point = before.min(recovery_point_now(dir));
     let damaged = scan.next_offset < recovery_point && (scan.invalid.is_some() || scan.valid_len < last.len);
     let (len, next_offset) = if damaged {
-        tracing::warn!(
+        // Debug only: a view is taken again after errors; the first read that reaches the damage
+        // reports it (once).
+        tracing::debug!(
             file = %SegmentPaths::new(dir, last.base).log.display(),
             position = scan.valid_len,
             end = scan.next_offset,
@@ -312,17 +332,25 @@ fn set_aside_empty_foreign(
 
 /// Records (and logs) the `.corrupt` copies an earlier `recover --force` kept: the log was damaged.
 fn note_corrupt_copies(dir: &Path, names: &[String], report: &mut RecoveryReport) {
-    let copies: Vec<PathBuf> = names.iter().filter(|n| is_corrupt_copy(n)).map(|n| dir.join(n)).collect();
+    let damaged = |n: &&String| is_corrupt_copy(n) || has_kept_suffix(n, crate::format::REMOVED_SUFFIX);
+    let copies: Vec<PathBuf> = names.iter().filter(damaged).map(|n| dir.join(n)).collect();
     if !copies.is_empty() {
-        tracing::warn!(dir = %dir.display(), copies = ?copies, "this log was damaged before: kept copies of damaged segments are in it");
+        let names: Vec<String> = copies.iter().map(|p| p.display().to_string()).collect();
+        let copies_text = names.join(", ");
+        tracing::warn!(dir = %dir.display(), copies = %copies_text, "this log was damaged before: kept copies of damaged segments are in it");
     }
     report.corrupt_copies = copies;
 }
 
 /// `<name>.corrupt` or `<name>.corrupt.N`.
 pub(crate) fn is_corrupt_copy(name: &str) -> bool {
-    name.ends_with(CORRUPT_SUFFIX)
-        || name.rsplit_once('.').is_some_and(|(head, n)| head.ends_with(CORRUPT_SUFFIX) && n.parse::<u32>().is_ok())
+    has_kept_suffix(name, CORRUPT_SUFFIX)
+}
+
+/// `<name><suffix>` or `<name><suffix>.N` (a kept file: `.corrupt`, `.removed`, `.foreign`).
+pub(crate) fn has_kept_suffix(name: &str, suffix: &str) -> bool {
+    name.ends_with(suffix)
+        || name.rsplit_once('.').is_some_and(|(head, n)| head.ends_with(suffix) && n.parse::<u32>().is_ok())
 }
 
 /// Deletes `dir/name` if it exists, logging why and recording it in the report.
@@ -437,7 +465,13 @@ fn clean_end(
 ) -> Result<Option<u64>> {
     let Some(marker) = marker else { return Ok(None) };
     if marker.active_base != last.base || u64::from(marker.active_len) != last.len {
-        tracing::warn!(?marker, last.base, last.len, "clean-shutdown marker does not match the active segment");
+        tracing::warn!(
+            marker.active_base,
+            marker.active_len,
+            last.base,
+            last.len,
+            "clean-shutdown marker does not match the active segment"
+        );
         return Ok(None);
     }
     // The active segment is at or past the recovery point: its indexes get the full check now.
@@ -455,7 +489,11 @@ fn clean_end(
             Ok(Some(next))
         }
         _ => {
-            tracing::warn!(?marker, "the active segment does not end where the clean-shutdown marker says");
+            tracing::warn!(
+                marker.next_offset,
+                marker.active_len,
+                "the active segment does not end where the clean-shutdown marker says"
+            );
             Ok(None)
         }
     }

@@ -109,7 +109,18 @@ impl Log {
         prepare_dir(&dir)?;
         let lock = lock_dir(&dir)?;
         let loaded = load::load(&dir, &config)?;
-        tracing::info!(dir = %dir.display(), report = ?loaded.report, "log opened");
+        let report = &loaded.report;
+        tracing::info!(
+            dir = %dir.display(),
+            clean = report.clean_shutdown,
+            segments = report.segments_loaded,
+            scanned = report.segments_scanned,
+            indexes_rebuilt = report.indexes_rebuilt,
+            bytes_truncated = report.bytes_truncated,
+            acknowledged_records_lost = report.acknowledged_records_lost,
+            duration_us = report.duration_us,
+            "log opened"
+        );
         let events = EventManager::start("strata-events")?;
         let shared = Arc::new(Shared::new(dir, config, initial(loaded), Some(lock), Some(events.handle()))?);
         let cleaned_up_to = cleaner::checkpoint::read(&shared.dir)?.min(shared.next_offset());
@@ -463,6 +474,16 @@ impl Log {
         self.shared.enforce_retention()
     }
 
+    /// Checks the indexes of every sealed segment now (lazily done at each segment's first read)
+    /// and rebuilds those that fail, as `strata recover` does. Returns how many were rebuilt.
+    pub(crate) fn check_all_indexes(&self) -> Result<u64> {
+        let mut rebuilt = 0;
+        for segment in self.shared.segments.all() {
+            rebuilt += u64::from(segment.ensure_indexes_checked()?);
+        }
+        Ok(rebuilt)
+    }
+
     /// Runs one compaction pass now (DESIGN.md §10), whatever the cleanup policy and the dirty
     /// share: the latest record per key is kept in sealed segments, older ones (and tombstones
     /// older than `delete_retention_ms`) are removed, offsets are kept. Returns what it did, or
@@ -509,6 +530,8 @@ impl Log {
         shared.run_round()?;
         app.active.seal().map_err(|e| shared.poison(e))?;
         shared.write_checkpoint()?;
+        // Segments deleted but not yet unlinked (their delay had not run out): no reader is left.
+        shared.unlink_deleted_now();
         let marker = CleanShutdown {
             next_offset: shared.next_offset(),
             active_base: app.active.base_offset(),

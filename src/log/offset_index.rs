@@ -35,6 +35,10 @@ impl IndexEntry for OffsetEntry {
     fn may_follow(&self, previous: &OffsetEntry) -> bool {
         self.relative_offset > previous.relative_offset && self.position > previous.position
     }
+
+    fn describe(&self) -> String {
+        format!("relative offset {}, position {}", self.relative_offset, self.position)
+    }
 }
 
 /// The offset index of the segment starting at `base_offset`.

@@ -10,7 +10,7 @@ use std::path::Path;
 use crate::config::{LogConfig, RecoveryMode};
 use crate::error::{Corruption, Error, Result};
 use crate::failpoint::crash_point;
-use crate::format::{CORRUPT_SUFFIX, FOREIGN_SUFFIX};
+use crate::format::{CORRUPT_SUFFIX, FOREIGN_SUFFIX, REMOVED_SUFFIX};
 use crate::log::checkpoint::Checkpoint;
 use crate::log::index::IndexEntry;
 use crate::log::index_plan::write_index_files;
@@ -76,7 +76,10 @@ pub(crate) fn recover(
         let last_sealed_end = if after.is_some() { files.last().map_or(0, |f| f.base) } else { 0 };
         let lost_up_to = recovery_point.max(last_sealed_end);
         report.acknowledged_records_lost += lost_up_to.saturating_sub(end.next_offset);
-        keep_corrupt(dir, &path, report)?;
+        // A copy of the segment only if the damage is in it (not if data is missing after it).
+        if !matches!(end.reason, Some(Corruption::SegmentGap { .. })) {
+            keep_corrupt(dir, &path, report)?;
+        }
         // Lower the recovery point first, so a crash during the cut cannot resurrect the claim.
         let start = Checkpoint::read(dir)?.and_then(Result::ok).map_or(0, |c| c.checkpoint.log_start_offset);
         Checkpoint { log_start_offset: start, recovery_point: end.next_offset }.write(dir)?;
@@ -331,9 +334,11 @@ pub(crate) fn remove_segment(
     report.bytes_truncated += bytes;
     let paths = SegmentPaths::new(dir, file.base);
     if config.recovery == RecoveryMode::TruncateCorrupt && bytes > 0 {
-        let kept = corrupt_name(&paths.log);
+        // Healthy, but after the damage: its records leave the log; the file is kept.
+        let kept = unique_name(&paths.log, REMOVED_SUFFIX);
         fs::rename(&paths.log, &kept).map_err(Error::io("rename", &paths.log))?;
-        report.files_kept_corrupt.push(kept);
+        tracing::warn!(file = %kept.display(), "kept a segment removed after the damage");
+        report.files_kept_removed.push(kept);
     }
     for path in [paths.log, paths.index, paths.time_index] {
         if storage::remove_if_exists(&path)? {

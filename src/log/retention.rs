@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::format::DELETED_SUFFIX;
 use crate::log::metrics::Counters;
 use crate::log::segment::LogSegment;
 use crate::log::segments::StructureGuard;
@@ -99,6 +100,31 @@ impl Shared {
             self.schedule_unlink(segment, files);
         }
         Ok(())
+    }
+
+    /// At close, once no reader is left: unlinks every segment file still waiting as `.deleted`
+    /// (the delayed unlinks did not run yet), so a closed log leaves none behind. Best effort: the
+    /// next open deletes what is left.
+    pub(crate) fn unlink_deleted_now(&self) {
+        let names = match crate::log::load::dir_names(&self.dir) {
+            Ok(names) => names,
+            Err(error) => {
+                tracing::warn!(%error, "listing the log at close failed; .deleted files stay for the next open");
+                return;
+            }
+        };
+        let mut removed = 0;
+        for name in names.iter().filter(|n| n.ends_with(DELETED_SUFFIX)) {
+            match storage::remove_if_exists(&self.dir.join(name)) {
+                Ok(existed) => removed += usize::from(existed),
+                Err(error) => tracing::warn!(%error, "a .deleted file stays for the next open"),
+            }
+        }
+        if removed > 0
+            && let Err(error) = storage::sync_dir(&self.dir)
+        {
+            tracing::warn!(%error, "fsyncing the log directory at close failed");
+        }
     }
 
     /// Unlinks a removed segment's `.deleted` files after `file_delete_delay_ms`, once no reader

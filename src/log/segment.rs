@@ -714,26 +714,29 @@ impl LogSegment {
     }
 
     /// Runs the full index sanity check once (DESIGN.md §6); a failed check rebuilds the indexes.
-    pub(crate) fn ensure_indexes_checked(&self) -> Result<()> {
+    /// Returns whether they were rebuilt now.
+    pub(crate) fn ensure_indexes_checked(&self) -> Result<bool> {
         if self.indexes_checked.load(Ordering::Acquire) {
-            return Ok(());
+            return Ok(false);
         }
         let _once = self.index_check.lock();
         if self.indexes_checked.load(Ordering::Acquire) {
-            return Ok(());
+            return Ok(false);
         }
         let checked = if self.read_only { Ok(()) } else { self.load_index_lengths() };
+        let mut rebuilt = false;
         if let Err(reason) = checked.and_then(|()| self.check_indexes()) {
             if self.read_only {
-                tracing::warn!(segment = %self.log_path().display(), %reason, "index failed its sanity check; not using it");
+                tracing::debug!(segment = %self.log_path().display(), %reason, "index failed its sanity check; not using it");
                 self.indexes_unusable.store(true, Ordering::Release);
             } else {
                 tracing::warn!(segment = %self.log_path().display(), %reason, "index failed its sanity check; rebuilding");
                 self.rebuild_sealed_indexes()?;
+                rebuilt = true;
             }
         }
         self.indexes_checked.store(true, Ordering::Release);
-        Ok(())
+        Ok(rebuilt)
     }
 
     fn indexes_unusable(&self) -> bool {
@@ -749,8 +752,11 @@ impl LogSegment {
     /// The full sanity check: both indexes well-formed, and the last offset entry pointing at a
     /// valid batch with that base offset.
     pub(crate) fn check_indexes(&self) -> Result<(), String> {
-        let offsets = check_index(&self.offset_index)?;
-        check_index(&self.time_index)?;
+        let (offsets, _times) = if self.read_only {
+            self.view_indexes()?
+        } else {
+            (check_index(&self.offset_index)?, check_index(&self.time_index)?)
+        };
         let Some(last) = offsets.last() else { return Ok(()) };
         let at = BatchPos {
             position: u64::from(last.position),
@@ -767,6 +773,24 @@ impl LogSegment {
             Ok(Some((_, None))) => Err(format!("no batch at the last entry ({})", at.position)),
             Err(e) => Err(e.to_string()),
         }
+    }
+
+    /// The indexes of a read-only view, checked: the last segment of a live log has untrimmed
+    /// indexes (zeros after the entries) and entries past the data the view has: a view uses the
+    /// entries it can check, and only those.
+    fn view_indexes(&self) -> Result<(Vec<OffsetEntry>, Vec<TimeEntry>), String> {
+        let offsets = self.offset_index.all().map_err(|e| e.to_string())?;
+        let used = check_entries(&offsets)?;
+        let offsets: Vec<OffsetEntry> =
+            offsets.into_iter().take(used).take_while(|e| u64::from(e.position) < self.size()).collect();
+        let times = self.time_index.all().map_err(|e| e.to_string())?;
+        let used = check_entries(&times)?;
+        let end = self.next_offset().saturating_sub(self.base_offset);
+        let times: Vec<TimeEntry> =
+            times.into_iter().take(used).take_while(|e| u64::from(e.relative_offset) < end).collect();
+        self.offset_index.limit_to(offsets.len() as u64);
+        self.time_index.limit_to(times.len() as u64);
+        Ok((offsets, times))
     }
 
     /// Rebuilds both indexes of a sealed segment from its `.log` and swaps them in.

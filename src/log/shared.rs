@@ -581,6 +581,12 @@ impl Shared {
         if next != *checkpoint {
             if let Err(error) = next.write(&self.dir) {
                 Counters::add(&self.counters.checkpoint_failures, 1);
+                // Bytes written but a failed fsync: the file's state on disk is unknown, and the
+                // next write, choosing its slot from what it reads back, could overwrite the last
+                // good one. That is a failed fsync like any other.
+                if let Error::Io { op: "fdatasync" | "fsync directory", .. } = error {
+                    return Err(self.poison(error));
+                }
                 tracing::warn!(dir = %self.dir.display(), %error, "writing the checkpoint failed; the recovery point stays lower until a write succeeds");
                 return Err(error);
             }

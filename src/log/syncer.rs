@@ -53,10 +53,12 @@ fn next_work(shared: &Shared) -> Option<Work> {
         }
         let now = Instant::now();
         if sync_due(shared, &state, now) {
+            // A roll asks for a checkpoint after its round even if an appender already sealed the
+            // segment (back-pressure seals inline) and the round finds nothing to seal.
+            let rolled = std::mem::take(&mut state.roll_pending);
             state.sync_requested = false;
-            state.roll_pending = false;
             state.last_sync = now;
-            return Some(Work { sync: true, checkpoint: false });
+            return Some(Work { sync: true, checkpoint: rolled });
         }
         match shared.config.flush_policy {
             FlushPolicy::EveryInterval { ms, .. } => {

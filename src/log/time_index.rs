@@ -37,6 +37,10 @@ impl IndexEntry for TimeEntry {
     fn may_follow(&self, previous: &TimeEntry) -> bool {
         self.timestamp_ms > previous.timestamp_ms && self.relative_offset >= previous.relative_offset
     }
+
+    fn describe(&self) -> String {
+        format!("timestamp {} ms, relative offset {}", self.timestamp_ms, self.relative_offset)
+    }
 }
 
 /// The time index of one segment.

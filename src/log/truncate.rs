@@ -74,7 +74,7 @@ impl Shared {
         let waited = Instant::now();
         if !segment.retire_within(Duration::from_millis(self.config.truncate_wait_ms)) {
             self.restore_offsets(&saved);
-            tracing::warn!(dir = %self.dir.display(), offset, waited = ?waited.elapsed(), "truncation gave up: readers busy");
+            tracing::warn!(dir = %self.dir.display(), offset, waited_ms = waited.elapsed().as_millis() as u64, "truncation gave up: readers busy");
             return Err(Error::Busy { waited: waited.elapsed() });
         }
         let active = self.cut_suffix(&structure, &segment, at.position, cut, &kept).map_err(|e| self.poison(e))?;

@@ -363,6 +363,14 @@ impl MappedFile {
         self.len.store(len, Ordering::Release);
     }
 
+    /// Publishes fewer bytes (a read-only view using a prefix of a file still being written).
+    pub(crate) fn limit_len(&self, len: u64) {
+        let _state = self.state.write();
+        if len < self.len() {
+            self.len.store(len, Ordering::Release);
+        }
+    }
+
     /// [`MappedFile::retire`], giving up (returning `false`, nothing changed) if readers still hold
     /// slices after `wait`.
     pub(crate) fn retire_within(&self, wait: std::time::Duration) -> bool {

@@ -89,6 +89,10 @@ pub(crate) fn overwrite(path: &Path, position: u64, bytes: &[u8]) -> Result<()> 
     use std::os::unix::fs::FileExt as _;
     let file = OpenOptions::new().write(true).open(path).map_err(Error::io("open", path))?;
     file.write_all_at(bytes, position).map_err(Error::io("write", path))?;
+    #[cfg(feature = "failpoints")]
+    if fail::eval("checkpoint_fdatasync", |_| ()).is_some() {
+        return Err(Error::io("fdatasync", path)(std::io::Error::other("injected failure at checkpoint_fdatasync")));
+    }
     file.sync_data().map_err(Error::io("fdatasync", path))
 }
 
