@@ -15,7 +15,9 @@
 //! - truncation: `truncate_after_checkpoint` (recovery point lowered, nothing else changed),
 //!   `truncate_after_rename` (later segments renamed `.deleted`, cut segment not yet cut),
 //!   `truncate_after_cut` (cut and fsynced, its indexes not yet rewritten);
-//!   `reset_after_checkpoint` (start = recovery point = the new offset, segments not yet renamed);
+//!   `reset_after_checkpoint` (start = recovery point = the new offset and the reset marked in
+//!   progress, segments not yet renamed), `reset_after_rename` (old segments renamed `.deleted`,
+//!   the new one not yet created);
 //! - open: `after_marker_delete`, `swap_renamed` (after each swap file is renamed into place),
 //!   `mid_delete` (after each file a swap replaces is deleted), `after_truncate` (torn segment cut,
 //!   later segments not yet deleted), `after_index_rebuild` (after each rebuilt index pair).

@@ -80,11 +80,16 @@ pub const CHECKPOINT_SEQUENCE_POS: usize = CHECKPOINT_VERSION_POS + 2;
 pub const CHECKPOINT_LOG_START_POS: usize = CHECKPOINT_SEQUENCE_POS + 8;
 /// Position of `recovery_point u64` in a slot.
 pub const CHECKPOINT_RECOVERY_POINT_POS: usize = CHECKPOINT_LOG_START_POS + 8;
+/// Position of `pending_reset u64` in a slot: a `reset_at` in progress to that offset (`u64::MAX`:
+/// none). Written before the reset changes any file; an open finding it completes the reset.
+pub const CHECKPOINT_PENDING_RESET_POS: usize = CHECKPOINT_RECOVERY_POINT_POS + 8;
 /// Position of `crc u32` (of the slot's bytes before it) in a slot.
-pub const CHECKPOINT_CRC_POS: usize = CHECKPOINT_RECOVERY_POINT_POS + 8;
+pub const CHECKPOINT_CRC_POS: usize = CHECKPOINT_PENDING_RESET_POS + 8;
 /// Bytes of a slot that carry data (the rest of the slot is zero).
 pub const CHECKPOINT_SLOT_DATA_LEN: usize = CHECKPOINT_CRC_POS + 4;
-const _: () = assert!(CHECKPOINT_CRC_POS == 30 && CHECKPOINT_SLOT_DATA_LEN == 34);
+const _: () = assert!(CHECKPOINT_CRC_POS == 38 && CHECKPOINT_SLOT_DATA_LEN == 42);
+/// `pending_reset` when no reset is in progress.
+pub const CHECKPOINT_NO_RESET: u64 = u64::MAX;
 /// Bytes of a slot: a page each, so writing one slot never rewrites the other's page.
 pub const CHECKPOINT_SLOT_LEN: usize = 4096;
 /// Slots in the file; sequence `n` is written to slot `n % CHECKPOINT_SLOTS`.

@@ -171,22 +171,26 @@ fn a_crash_at_each_step_of_a_truncation_leaves_the_old_or_the_new_log() {
     }
 }
 
-/// The child dies right after a reset wrote its checkpoint: the log reopens empty at the new offset
-/// (past the old end) or unchanged (below it, where the old records are still valid).
+/// The child dies at each step of a reset: the log reopens as it was (before the checkpoint), or
+/// empty at the new offset — never the new start with old records above it. Regression (review):
+/// a crash right after the checkpoint of `reset_at(100)` (below the old end) reopened with start
+/// 100 and the old records 100.. still there (a Raft follower would see stale entries past its
+/// snapshot). The checkpoint now marks the reset in progress, and an open completes it.
 #[cfg(feature = "failpoints")]
 #[test]
-fn a_crash_after_the_reset_checkpoint_opens_cleanly() {
+fn a_crash_at_each_step_of_a_reset_leaves_the_old_or_the_new_log() {
     use strata_log::failpoint::CRASH_EXIT_CODE;
-    for at in [OLD + 1000, 100] {
-        let dir = tempfile::tempdir().unwrap();
-        old_log(dir.path());
-        let (code, _) = run_child(dir.path(), &format!("reset:{at}:10"), Some("reset_after_checkpoint=return"));
-        assert_eq!(code, Some(CRASH_EXIT_CODE));
-        let log = Log::open(dir.path(), config()).unwrap();
-        let (start, next) = (log.start_offset(), log.next_offset());
-        drop(log);
-        assert_eq!(start, at, "the new start offset was durable before any file changed");
-        check(dir.path(), start, OLD, next);
-        assert_eq!(next, at.max(OLD));
+    for point in ["reset_after_checkpoint", "reset_after_rename"] {
+        for at in [OLD + 1000, 100, 0] {
+            let dir = tempfile::tempdir().unwrap();
+            old_log(dir.path());
+            let (code, _) = run_child(dir.path(), &format!("reset:{at}:10"), Some(&format!("{point}=return")));
+            assert_eq!(code, Some(CRASH_EXIT_CODE), "{point}");
+            let log = Log::open(dir.path(), config()).unwrap();
+            let (start, next) = (log.start_offset(), log.next_offset());
+            drop(log);
+            assert_eq!((start, next), (at, at), "{point}, reset_at({at}): the reset completed");
+            check(dir.path(), at, 0, at);
+        }
     }
 }

@@ -11,11 +11,11 @@ use crate::error::{Corruption, Result};
 use crate::failpoint::error_point;
 use crate::format::{
     CHECKPOINT_CRC_POS, CHECKPOINT_FILE, CHECKPOINT_LEN, CHECKPOINT_LOG_START_POS, CHECKPOINT_MAGIC,
-    CHECKPOINT_RECOVERY_POINT_POS, CHECKPOINT_SEQUENCE_POS, CHECKPOINT_SLOT_DATA_LEN, CHECKPOINT_SLOT_LEN,
-    CHECKPOINT_SLOTS, CHECKPOINT_V1_CRC_POS, CHECKPOINT_V1_LEN, CHECKPOINT_V1_LOG_START_POS,
-    CHECKPOINT_V1_RECOVERY_POINT_POS, CHECKPOINT_V1_VERSION, CHECKPOINT_VERSION, CHECKPOINT_VERSION_POS,
-    CLEAN_ACTIVE_BASE_POS, CLEAN_ACTIVE_LEN_POS, CLEAN_CRC_POS, CLEAN_NEXT_OFFSET_POS, CLEAN_SHUTDOWN_FILE,
-    CLEAN_SHUTDOWN_LEN,
+    CHECKPOINT_NO_RESET, CHECKPOINT_PENDING_RESET_POS, CHECKPOINT_RECOVERY_POINT_POS, CHECKPOINT_SEQUENCE_POS,
+    CHECKPOINT_SLOT_DATA_LEN, CHECKPOINT_SLOT_LEN, CHECKPOINT_SLOTS, CHECKPOINT_V1_CRC_POS, CHECKPOINT_V1_LEN,
+    CHECKPOINT_V1_LOG_START_POS, CHECKPOINT_V1_RECOVERY_POINT_POS, CHECKPOINT_V1_VERSION, CHECKPOINT_VERSION,
+    CHECKPOINT_VERSION_POS, CLEAN_ACTIVE_BASE_POS, CLEAN_ACTIVE_LEN_POS, CLEAN_CRC_POS, CLEAN_NEXT_OFFSET_POS,
+    CLEAN_SHUTDOWN_FILE, CLEAN_SHUTDOWN_LEN,
 };
 use crate::storage;
 
@@ -28,25 +28,34 @@ pub struct Checkpoint {
     pub recovery_point: u64,
 }
 
-/// A checkpoint as found in the file: its contents and the sequence number of its slot (0 for a
-/// version 1 file).
+/// A checkpoint as found in the file: its contents, the sequence number of its slot (0 for a
+/// version 1 file), and a reset in progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Stored {
     pub checkpoint: Checkpoint,
     pub sequence: u64,
     /// Whether the file is a current-version file (else the next write replaces it whole).
     pub current: bool,
+    /// A `reset_at` to this offset wrote this checkpoint before changing any file and did not
+    /// finish: the next open completes it (DESIGN.md §9: old state or new, never a mix).
+    pub pending_reset: Option<u64>,
 }
 
 impl Checkpoint {
     /// The data bytes of the slot holding sequence number `sequence`.
     pub fn encode_slot(&self, sequence: u64) -> [u8; CHECKPOINT_SLOT_DATA_LEN] {
+        self.encode_slot_with(sequence, None)
+    }
+
+    /// [`Checkpoint::encode_slot`] with a reset to `pending_reset` in progress.
+    pub(crate) fn encode_slot_with(&self, sequence: u64, pending_reset: Option<u64>) -> [u8; CHECKPOINT_SLOT_DATA_LEN] {
         let mut b = [0u8; CHECKPOINT_SLOT_DATA_LEN];
         b[..CHECKPOINT_VERSION_POS].copy_from_slice(&CHECKPOINT_MAGIC);
         BigEndian::write_u16(&mut b[CHECKPOINT_VERSION_POS..], CHECKPOINT_VERSION);
         BigEndian::write_u64(&mut b[CHECKPOINT_SEQUENCE_POS..], sequence);
         BigEndian::write_u64(&mut b[CHECKPOINT_LOG_START_POS..], self.log_start_offset);
         BigEndian::write_u64(&mut b[CHECKPOINT_RECOVERY_POINT_POS..], self.recovery_point);
+        BigEndian::write_u64(&mut b[CHECKPOINT_PENDING_RESET_POS..], pending_reset.unwrap_or(CHECKPOINT_NO_RESET));
         let crc = crc32fast::hash(&b[..CHECKPOINT_CRC_POS]);
         BigEndian::write_u32(&mut b[CHECKPOINT_CRC_POS..], crc);
         b
@@ -54,30 +63,19 @@ impl Checkpoint {
 
     /// A whole version 2 file holding `self` as sequence `sequence` (the other slot empty).
     pub fn encode_file(&self, sequence: u64) -> Vec<u8> {
+        self.encode_file_with(sequence, None)
+    }
+
+    fn encode_file_with(&self, sequence: u64, pending_reset: Option<u64>) -> Vec<u8> {
         let mut file = vec![0u8; CHECKPOINT_LEN];
         let at = slot_position(sequence) as usize;
-        file[at..at + CHECKPOINT_SLOT_DATA_LEN].copy_from_slice(&self.encode_slot(sequence));
+        file[at..at + CHECKPOINT_SLOT_DATA_LEN].copy_from_slice(&self.encode_slot_with(sequence, pending_reset));
         file
     }
 
     /// Parses and checks one slot: the checkpoint and its sequence number.
     pub fn decode_slot(b: &[u8]) -> Result<(Checkpoint, u64), Corruption> {
-        let b = b.get(..CHECKPOINT_SLOT_DATA_LEN).ok_or(Corruption::BadFile("checkpoint slot is too short"))?;
-        if b.iter().all(|&x| x == 0) {
-            return Err(Corruption::BadFile("checkpoint slot is empty"));
-        }
-        if b[..CHECKPOINT_VERSION_POS] != CHECKPOINT_MAGIC {
-            return Err(Corruption::BadFile("checkpoint slot has the wrong magic"));
-        }
-        check_crc(b, CHECKPOINT_CRC_POS)?;
-        if BigEndian::read_u16(&b[CHECKPOINT_VERSION_POS..]) != CHECKPOINT_VERSION {
-            return Err(Corruption::BadFile("checkpoint slot has an unsupported version"));
-        }
-        let checkpoint = Checkpoint {
-            log_start_offset: BigEndian::read_u64(&b[CHECKPOINT_LOG_START_POS..]),
-            recovery_point: BigEndian::read_u64(&b[CHECKPOINT_RECOVERY_POINT_POS..]),
-        };
-        Ok((checkpoint, BigEndian::read_u64(&b[CHECKPOINT_SEQUENCE_POS..])))
+        decode_slot_with_reset(b).map(|(checkpoint, sequence, _)| (checkpoint, sequence))
     }
 
     /// Parses and checks a whole file (version 2, or a version 1 file written by an older strata):
@@ -95,25 +93,55 @@ impl Checkpoint {
     /// place (no new blocks), or, if the file is missing, of an older version or unreadable as a
     /// whole, as a new file replacing it atomically (which needs a block).
     pub(crate) fn write(&self, dir: &Path) -> Result<()> {
+        self.write_with(dir, None)
+    }
+
+    /// [`Checkpoint::write`] with a reset to `pending_reset` in progress (or none).
+    pub(crate) fn write_with(&self, dir: &Path, pending_reset: Option<u64>) -> Result<()> {
         let path = dir.join(CHECKPOINT_FILE);
         error_point!("write_checkpoint", &path);
         let stored = match Checkpoint::read(dir)? {
             Some(Ok(stored)) => Some(stored),
             // Both slots unreadable: the file keeps its length, so a slot write still fits.
-            Some(Err(_)) => Some(Stored { checkpoint: *self, sequence: 0, current: file_is_current(&path)? }),
+            Some(Err(_)) => {
+                Some(Stored { checkpoint: *self, sequence: 0, current: file_is_current(&path)?, pending_reset: None })
+            }
             None => None,
         };
         match stored {
             Some(stored) if stored.current => {
                 let sequence = stored.sequence + 1;
-                storage::overwrite(&path, slot_position(sequence), &self.encode_slot(sequence))
+                let slot = self.encode_slot_with(sequence, pending_reset);
+                storage::overwrite(&path, slot_position(sequence), &slot)
             }
             stored => {
                 let sequence = stored.map_or(1, |s| s.sequence + 1);
-                storage::write_atomically(dir, CHECKPOINT_FILE, &self.encode_file(sequence))
+                storage::write_atomically(dir, CHECKPOINT_FILE, &self.encode_file_with(sequence, pending_reset))
             }
         }
     }
+}
+
+/// One slot: the checkpoint, its sequence number and a reset in progress.
+fn decode_slot_with_reset(b: &[u8]) -> Result<(Checkpoint, u64, Option<u64>), Corruption> {
+    let b = b.get(..CHECKPOINT_SLOT_DATA_LEN).ok_or(Corruption::BadFile("checkpoint slot is too short"))?;
+    if b.iter().all(|&x| x == 0) {
+        return Err(Corruption::BadFile("checkpoint slot is empty"));
+    }
+    if b[..CHECKPOINT_VERSION_POS] != CHECKPOINT_MAGIC {
+        return Err(Corruption::BadFile("checkpoint slot has the wrong magic"));
+    }
+    check_crc(b, CHECKPOINT_CRC_POS)?;
+    if BigEndian::read_u16(&b[CHECKPOINT_VERSION_POS..]) != CHECKPOINT_VERSION {
+        return Err(Corruption::BadFile("checkpoint slot has an unsupported version"));
+    }
+    let checkpoint = Checkpoint {
+        log_start_offset: BigEndian::read_u64(&b[CHECKPOINT_LOG_START_POS..]),
+        recovery_point: BigEndian::read_u64(&b[CHECKPOINT_RECOVERY_POINT_POS..]),
+    };
+    let pending = BigEndian::read_u64(&b[CHECKPOINT_PENDING_RESET_POS..]);
+    let pending = (pending != CHECKPOINT_NO_RESET).then_some(pending);
+    Ok((checkpoint, BigEndian::read_u64(&b[CHECKPOINT_SEQUENCE_POS..]), pending))
 }
 
 /// Where the slot of sequence number `sequence` starts.
@@ -128,18 +156,17 @@ fn file_is_current(path: &Path) -> Result<bool> {
 /// The newest valid checkpoint in a file's bytes.
 fn decode_file(b: &[u8]) -> Result<Stored, Corruption> {
     if b.len() == CHECKPOINT_V1_LEN {
-        return decode_v1(b).map(|checkpoint| Stored { checkpoint, sequence: 0, current: false });
+        return decode_v1(b).map(|checkpoint| Stored { checkpoint, sequence: 0, current: false, pending_reset: None });
     }
     if b.len() != CHECKPOINT_LEN {
         return Err(Corruption::BadFile("checkpoint has the wrong length"));
     }
-    let slots = b.chunks_exact(CHECKPOINT_SLOT_LEN).map(Checkpoint::decode_slot);
-    let mut newest: Option<(Checkpoint, u64)> = None;
+    let mut newest: Option<Stored> = None;
     let mut first_error = None;
-    for slot in slots {
+    for slot in b.chunks_exact(CHECKPOINT_SLOT_LEN).map(decode_slot_with_reset) {
         match slot {
-            Ok((checkpoint, sequence)) if newest.is_none_or(|(_, s)| sequence > s) => {
-                newest = Some((checkpoint, sequence));
+            Ok((checkpoint, sequence, pending_reset)) if newest.is_none_or(|n| sequence > n.sequence) => {
+                newest = Some(Stored { checkpoint, sequence, current: true, pending_reset });
             }
             Ok(_) => {}
             Err(e) => {
@@ -148,7 +175,7 @@ fn decode_file(b: &[u8]) -> Result<Stored, Corruption> {
         }
     }
     match (newest, first_error) {
-        (Some((checkpoint, sequence)), _) => Ok(Stored { checkpoint, sequence, current: true }),
+        (Some(stored), _) => Ok(stored),
         (None, Some(e)) => Err(e),
         (None, None) => Err(Corruption::BadFile("checkpoint has no valid slot")),
     }
@@ -238,6 +265,15 @@ mod tests {
             assert!(Checkpoint::decode_slot(&damaged).is_err(), "damage at byte {i} accepted");
         }
         assert!(Checkpoint::decode_slot(&bytes[..25]).is_err());
+    }
+
+    #[test]
+    fn a_pending_reset_round_trips() {
+        let cp = Checkpoint { log_start_offset: 50, recovery_point: 50 };
+        let file = cp.encode_file_with(3, Some(50));
+        let stored = decode_file(&file).expect("valid");
+        assert_eq!((stored.checkpoint, stored.sequence, stored.pending_reset), (cp, 3, Some(50)));
+        assert_eq!(decode_file(&cp.encode_file(3)).expect("valid").pending_reset, None);
     }
 
     #[test]

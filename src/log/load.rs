@@ -13,7 +13,7 @@ use crate::format::{
     CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, CORRUPT_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, MAX_SEGMENT_BYTES,
     PREALLOC_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TMP_SUFFIX, parse_file_name,
 };
-use crate::log::checkpoint::{Checkpoint, CleanShutdown};
+use crate::log::checkpoint::{Checkpoint, CleanShutdown, Stored};
 use crate::log::index_plan::write_index_files;
 use crate::log::segment::{LogSegment, SegmentPaths};
 use crate::log::{recover, swap, walk};
@@ -126,13 +126,18 @@ pub(crate) fn load(dir: &Path, config: &LogConfig) -> Result<Loaded> {
 fn load_marked(dir: &Path, config: &LogConfig) -> Result<Loaded> {
     let started = Instant::now();
     let mut report = RecoveryReport::default();
-    let checkpoint = read_checkpoint(dir)?;
+    let stored = read_stored_checkpoint(dir)?;
+    let checkpoint = stored.map(|s| s.checkpoint);
     let marker = take_clean_marker(dir)?;
     crash_point!("after_marker_delete");
     // The directory is listed once; only the rare repairs below list it again.
     let mut names = dir_names(dir)?;
     note_corrupt_copies(dir, &names, &mut report);
     if remove_leftovers(dir, &names, &mut report)? | swap::complete_swaps(dir, &names, config, &mut report)? {
+        names = dir_names(dir)?;
+    }
+    if let Some(offset) = stored.and_then(|s| s.pending_reset) {
+        complete_reset(dir, &names, offset, &mut report)?;
         names = dir_names(dir)?;
     }
     let files = set_aside_empty_foreign(dir, segment_files(dir, &names)?, config, &mut report)?;
@@ -256,8 +261,13 @@ fn load_read_only_once(dir: &Path, config: &LogConfig) -> Result<Loaded> {
 
 /// Step 1: the checkpoint. A missing or damaged one means "scan everything" (logged).
 fn read_checkpoint(dir: &Path) -> Result<Option<Checkpoint>> {
+    Ok(read_stored_checkpoint(dir)?.map(|s| s.checkpoint))
+}
+
+/// [`read_checkpoint`] with what the file says besides the checkpoint (a reset in progress).
+fn read_stored_checkpoint(dir: &Path) -> Result<Option<Stored>> {
     match Checkpoint::read(dir)? {
-        Some(Ok(stored)) => Ok(Some(stored.checkpoint)),
+        Some(Ok(stored)) => Ok(Some(stored)),
         Some(Err(reason)) => {
             tracing::warn!(dir = %dir.display(), %reason, "checkpoint is unreadable; recovering from the first segment");
             Ok(None)
@@ -328,6 +338,20 @@ fn set_aside_empty_foreign(
         recover::set_aside_foreign(dir, file.base, report)?;
     }
     Ok(files)
+}
+
+/// Step 2: a `reset_at(offset)` wrote its checkpoint (start = recovery point = `offset`, the reset
+/// pending) and then crashed before it finished: every segment is of the old log. Completing it
+/// (deleting them; the log restarts empty at `offset`) gives the new state, never a mix of old
+/// records above the new start (DESIGN.md §9).
+fn complete_reset(dir: &Path, names: &[String], offset: u64, report: &mut RecoveryReport) -> Result<()> {
+    tracing::warn!(dir = %dir.display(), offset, "completing a reset a crash interrupted");
+    for name in names {
+        if matches!(parse_file_name(name), Some((_, LOG_SUFFIX | INDEX_SUFFIX | TIME_INDEX_SUFFIX))) {
+            remove_logged(dir, name, "segment of the log before an interrupted reset", report)?;
+        }
+    }
+    storage::sync_dir(dir)
 }
 
 /// Records (and logs) the `.corrupt` copies an earlier `recover --force` kept: the log was damaged.

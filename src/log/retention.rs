@@ -73,7 +73,7 @@ impl Shared {
         }
         // The checkpoint first: from here on no crash brings the records below `start` back. A
         // failure (a full disk, say) changes nothing.
-        self.write_checkpoint_new_start(start, None, || {})?;
+        self.write_checkpoint_new_start(start)?;
         let doomed: Vec<Arc<LogSegment>> = sealed.into_iter().take_while(|s| s.next_offset() <= start).collect();
         let deleted = doomed.len() as u64;
         self.remove_whole(&structure, doomed)?;

@@ -47,8 +47,9 @@ pub(crate) struct Shared {
     /// Held while sealing rolled segments, so when one `seal_rolled` returns, every segment rolled
     /// before it was sealed (by it or by the call it waited for).
     seal_lock: Mutex<()>,
-    /// The checkpoint as last written; its lock serialises checkpoint writes.
-    checkpoint: Mutex<Checkpoint>,
+    /// The checkpoint as last written, and a reset in progress it records; its lock serialises
+    /// checkpoint writes.
+    checkpoint: Mutex<(Checkpoint, Option<u64>)>,
     /// A segment was created or renamed into place since the directory was last fsynced.
     /// `dir_sync` serialises the fsync, so nobody sees "clean" while another thread's is running.
     pub dir_dirty: AtomicBool,
@@ -80,6 +81,16 @@ pub(crate) struct Shared {
     truncations: AtomicU64,
     cuts: Mutex<Vec<u64>>,
     pub cleaner: CleanerState,
+}
+
+/// What a checkpoint write does to the reset-in-progress mark it carries.
+enum ResetMark {
+    /// Writes the mark as it stands (a periodic checkpoint during a reset must not clear it).
+    Keep,
+    /// A reset to this offset begins.
+    Set(u64),
+    /// The reset is complete.
+    Clear,
 }
 
 /// Keeps sync rounds from running while it lives ([`Shared::hold_rounds`]).
@@ -144,7 +155,7 @@ impl Shared {
             start_offset: AtomicU64::new(initial.log_start_offset),
             rolled: Mutex::new(Vec::new()),
             seal_lock: Mutex::new(()),
-            checkpoint: Mutex::new(checkpoint),
+            checkpoint: Mutex::new((checkpoint, None)),
             dir_dirty: AtomicBool::new(false),
             dir_sync: Mutex::new(()),
             poisoned: AtomicBool::new(false),
@@ -531,7 +542,7 @@ impl Shared {
             log_start_offset: current.log_start_offset,
             recovery_point: current.recovery_point.max(durable),
         };
-        self.store_checkpoint(next, || {})
+        self.store_checkpoint(next, ResetMark::Keep, || {})
     }
 
     /// Writes the checkpoint with the recovery point at most `cap`, then runs `then` (a truncation
@@ -543,24 +554,30 @@ impl Shared {
             log_start_offset: current.log_start_offset,
             recovery_point: current.recovery_point.max(durable).min(cap),
         };
-        self.store_checkpoint(next, then)
+        self.store_checkpoint(next, ResetMark::Keep, then)
     }
 
-    /// Writes the checkpoint with a new log start offset (and, for a reset, the recovery point
-    /// `recovery_point`), then publishes the start to readers and runs `then` (a reset moving the
-    /// other offsets), under the checkpoint lock: from here no crash brings the records below the
-    /// start back.
-    pub(crate) fn write_checkpoint_new_start<T>(
-        &self,
-        start: u64,
-        recovery_point: Option<u64>,
-        then: impl FnOnce() -> T,
-    ) -> Result<T> {
+    /// Writes the checkpoint with a new log start offset, then publishes the start to readers,
+    /// under the checkpoint lock: from here no crash brings the records below the start back.
+    pub(crate) fn write_checkpoint_new_start(&self, start: u64) -> Result<()> {
         let next = |current: &Checkpoint, durable: u64| Checkpoint {
             log_start_offset: start,
-            recovery_point: recovery_point.unwrap_or(current.recovery_point.max(durable)),
+            recovery_point: current.recovery_point.max(durable),
         };
-        self.store_checkpoint(next, then)
+        self.store_checkpoint(next, ResetMark::Keep, || {})
+    }
+
+    /// The first step of `reset_at(offset)`: the checkpoint says start = recovery point = `offset`
+    /// and that a reset to it is in progress (an open after a crash completes it), then `then`
+    /// moves the offsets, under the checkpoint lock.
+    pub(crate) fn write_checkpoint_reset<T>(&self, offset: u64, then: impl FnOnce() -> T) -> Result<T> {
+        let next = |_: &Checkpoint, _: u64| Checkpoint { log_start_offset: offset, recovery_point: offset };
+        self.store_checkpoint(next, ResetMark::Set(offset), then)
+    }
+
+    /// The last step of a reset: the checkpoint no longer says a reset is in progress.
+    pub(crate) fn write_checkpoint_reset_done(&self) -> Result<()> {
+        self.store_checkpoint(|current, _| *current, ResetMark::Clear, || {})
     }
 
     /// Writes the checkpoint `next(current, durable offset)` and, once it is durable, publishes its
@@ -571,15 +588,22 @@ impl Shared {
     fn store_checkpoint<T>(
         &self,
         next: impl FnOnce(&Checkpoint, u64) -> Checkpoint,
+        reset: ResetMark,
         then: impl FnOnce() -> T,
     ) -> Result<T> {
-        let mut checkpoint = self.checkpoint.lock();
+        let mut state = self.checkpoint.lock();
         if self.is_poisoned() {
             return Err(Error::Poisoned);
         }
-        let next = next(&checkpoint, self.durable_offset());
-        if next != *checkpoint {
-            if let Err(error) = next.write(&self.dir) {
+        let (checkpoint, pending) = &mut *state;
+        let next = next(checkpoint, self.durable_offset());
+        let next_pending = match reset {
+            ResetMark::Keep => *pending,
+            ResetMark::Set(offset) => Some(offset),
+            ResetMark::Clear => None,
+        };
+        if next != *checkpoint || next_pending != *pending {
+            if let Err(error) = next.write_with(&self.dir, next_pending) {
                 Counters::add(&self.counters.checkpoint_failures, 1);
                 // Bytes written but a failed fsync: the file's state on disk is unknown, and the
                 // next write, choosing its slot from what it reads back, could overwrite the last
@@ -593,6 +617,7 @@ impl Shared {
             Counters::add(&self.counters.checkpoints, 1);
             self.start_offset.store(next.log_start_offset, Ordering::SeqCst);
             *checkpoint = next;
+            *pending = next_pending;
         }
         let done = then();
         debug_assert!(

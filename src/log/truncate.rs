@@ -131,16 +131,22 @@ impl Shared {
     /// The reset itself, with the append lock (`app`), the structure lock and the rounds held. A
     /// failure poisons the log.
     fn reset_locked(&self, structure: &StructureGuard<'_>, app: &mut Appender, offset: u64) -> Result<()> {
-        // The checkpoint first (log start = recovery point = `offset`); a failure there changes
-        // nothing. Any failure after it poisons the log.
-        self.write_checkpoint_new_start(offset, Some(offset), || self.move_offsets(offset))?;
+        // The checkpoint first (log start = recovery point = `offset`, the reset marked in
+        // progress, so an open after a crash from here on completes it: old state or new, never
+        // old records above the new start); a failure there changes nothing. Any failure after it
+        // poisons the log (reopening completes the reset).
+        self.write_checkpoint_reset(offset, || self.move_offsets(offset))?;
         crash_point!("reset_after_checkpoint");
         let result = (|| {
             // The new segment may take the name of an old one: rename the old ones first.
             self.remove_whole(structure, self.segments.all())?;
+            crash_point!("reset_after_rename");
             let active = Arc::new(LogSegment::create(&self.dir, offset, &self.config, 0)?);
             storage::sync_dir(&self.dir)?;
             self.segments.edit(structure, |map| map.insert(Arc::clone(&active)));
+            // Before any append: a mark left in place would make an open after a crash delete
+            // records appended after the reset.
+            self.write_checkpoint_reset_done()?;
             Ok::<_, Error>(active)
         })();
         app.active = result.map_err(|e| self.poison(e))?;
