@@ -445,6 +445,10 @@ fn offsets_on_a_live_log_a_compacted_log_and_beside_a_stray_segment() {
     std::fs::write(stray.path().join("00000000000000005000.log"), b"").unwrap();
     let text = stdout(&strata().arg("offsets").arg(stray.path()).output().unwrap());
     assert!(text.contains("latest          60\n") && text.contains("foreign file"), "{text}");
+    // consume stops where the data does, blaming no healthy segment.
+    let out = strata().args(["consume", "--from", "58"]).arg(stray.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "58\tvalue-58\n59\tvalue-59\n");
 }
 
 /// Regression: `dump` on a live log failed now and then with `stat …index.prealloc: No such
