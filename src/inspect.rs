@@ -10,7 +10,7 @@ use crate::config::{LogConfig, ReadPath};
 use crate::error::{Corruption, Error, Result};
 use crate::format::{
     CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, CLEANER_CHECKPOINT_FILE, CORRUPT_SUFFIX, DELETED_SUFFIX,
-    INDEX_SUFFIX, LOCK_FILE, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TMP_SUFFIX, parse_file_name,
+    FOREIGN_SUFFIX, INDEX_SUFFIX, LOCK_FILE, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TMP_SUFFIX, parse_file_name,
 };
 use crate::log::index::{IndexEntry, check_entries};
 use crate::log::walk::{BatchPos, Stop, walk_file};
@@ -158,14 +158,27 @@ impl DumpOptions {
     }
 }
 
-/// The name a damaged segment kept by `recover --force` had: `X.log.corrupt` (or `.corrupt.2`) →
-/// `X.log`.
-fn corrupt_original(name: &str) -> Option<&str> {
-    let at = name.find(CORRUPT_SUFFIX)?;
+/// The name a file set aside by `recover --force` had: a damaged segment kept as `X.log.corrupt`
+/// (or `.corrupt.2`), a foreign file kept as `X.log.foreign` (or `.foreign.2`) → `X.log`.
+fn set_aside_original(name: &str) -> Option<&str> {
+    let at = name.find(CORRUPT_SUFFIX).or_else(|| name.find(FOREIGN_SUFFIX))?;
     Some(&name[..at])
 }
 
-/// Dumps one file, choosing how by its name (a `.corrupt` copy is read as the segment it was).
+/// `<name><suffix>` or `<name><suffix>.N`: a copy `recover --force` set aside.
+fn is_set_aside(name: &str, suffix: &str) -> bool {
+    name.ends_with(suffix)
+        || name.rsplit_once('.').is_some_and(|(head, n)| head.ends_with(suffix) && n.parse::<u32>().is_ok())
+}
+
+/// Whether `error` says a file is not there (any more): on a live log, a writer renames and
+/// deletes files between a listing and the reads.
+fn vanished(error: &Error) -> bool {
+    matches!(error, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+}
+
+/// Dumps one file, choosing how by its name (a `.corrupt` or `.foreign` copy is read as the
+/// segment it was).
 pub fn dump_file(path: &Path, with_records: bool) -> Result<Dump> {
     dump_file_with(path, &DumpOptions { records: with_records, ..DumpOptions::default() })
 }
@@ -176,10 +189,31 @@ pub fn dump_file_with(path: &Path, options: &DumpOptions) -> Result<Dump> {
 }
 
 fn dump_file_counted(path: &Path, options: &DumpOptions, shown: &mut u64) -> Result<Dump> {
+    // A live writer trims a segment when it seals it: damage seen in a file whose length changed
+    // while it was read is that, not damage; read it again.
+    let mut attempt = 0;
+    loop {
+        let before = *shown;
+        let dump = dump_file_once(path, options, shown)?;
+        let changed = match &dump {
+            Dump::Log { file_len, damage: Some(_), .. } => {
+                std::fs::metadata(path).map_or(true, |m| m.len() != *file_len)
+            }
+            _ => false,
+        };
+        if !changed || attempt == 5 {
+            return Ok(dump);
+        }
+        attempt += 1;
+        *shown = before;
+    }
+}
+
+fn dump_file_once(path: &Path, options: &DumpOptions, shown: &mut u64) -> Result<Dump> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
     let len = std::fs::metadata(path).map_err(Error::io("stat", path))?.len();
     let path_buf = path.to_path_buf();
-    let kind = corrupt_original(name).and_then(parse_file_name).or_else(|| parse_file_name(name));
+    let kind = set_aside_original(name).and_then(parse_file_name).or_else(|| parse_file_name(name));
     Ok(match (name, kind) {
         (_, Some((base, LOG_SUFFIX))) => dump_log(path, base, len, options, shown)?,
         (_, Some((_, INDEX_SUFFIX))) => {
@@ -214,12 +248,22 @@ pub fn dump_dir(dir: &Path, with_records: bool) -> Result<Vec<Dump>> {
     dump_dir_with(dir, &DumpOptions { records: with_records, ..DumpOptions::default() })
 }
 
-/// [`dump_dir`] with a range and a record limit (counted over all files).
+/// [`dump_dir`] with a range and a record limit (counted over all files). A file that vanishes
+/// between the listing and its reading (on a live log: a preallocated file renamed at a roll, a
+/// deleted segment) is left out, not an error.
 pub fn dump_dir_with(dir: &Path, options: &DumpOptions) -> Result<Vec<Dump>> {
     let mut names = crate::log::load::dir_names(dir)?;
     names.sort();
     let mut shown = 0;
-    names.iter().map(|name| dump_file_counted(&dir.join(name), options, &mut shown)).collect()
+    let mut dumps = Vec::with_capacity(names.len());
+    for name in &names {
+        match dump_file_counted(&dir.join(name), options, &mut shown) {
+            Ok(dump) => dumps.push(dump),
+            Err(e) if vanished(&e) => tracing::debug!(file = name.as_str(), "gone before it was read; left out"),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(dumps)
 }
 
 impl Dump {
@@ -435,27 +479,62 @@ pub struct Finding {
     pub position: u64,
     /// What is wrong.
     pub problem: String,
+    /// A `.log` that does not belong to the log (DESIGN.md §4: an empty one that is not the last,
+    /// or one whose base falls inside the previous segment's offsets). It holds no record of the
+    /// log: `strata recover --force` sets it aside as `.foreign` and loses nothing.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub foreign: bool,
     /// Damage to the records themselves (a segment, or the log ending before its recovery point),
     /// which strict recovery refuses to cut; index damage is only rebuilt.
     #[serde(skip)]
     pub data: bool,
+    /// For damage to the records: the offset where the valid data ends, where `--force` cuts.
+    #[serde(skip)]
+    pub end_offset: Option<u64>,
 }
 
 impl Finding {
     fn error(file: &Path, position: u64, problem: impl Into<String>) -> Finding {
         let data = file.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(LOG_SUFFIX));
-        Finding { severity: Severity::Error, file: file.to_path_buf(), position, problem: problem.into(), data }
+        Finding {
+            severity: Severity::Error,
+            file: file.to_path_buf(),
+            position,
+            problem: problem.into(),
+            foreign: false,
+            data,
+            end_offset: None,
+        }
     }
 
+    /// A note about the whole file.
     fn note(file: &Path, problem: impl Into<String>) -> Finding {
+        Finding::note_at(file, 0, problem)
+    }
+
+    /// A note about a byte position in the file.
+    fn note_at(file: &Path, position: u64, problem: impl Into<String>) -> Finding {
         Finding {
             severity: Severity::Note,
             file: file.to_path_buf(),
-            position: 0,
+            position,
             problem: problem.into(),
+            foreign: false,
             data: false,
+            end_offset: None,
         }
     }
+}
+
+/// One segment as `verify` walked it (for the estimates of `recover --dry-run`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SegmentCheck {
+    /// Its base offset.
+    pub base: u64,
+    /// Valid records in it.
+    pub records: u64,
+    /// Bytes of its valid batches.
+    pub bytes: u64,
 }
 
 /// What `verify` checked and found.
@@ -475,8 +554,12 @@ pub struct VerifyReport {
     pub next_offset: u64,
     /// The recovery point in the checkpoint, if it is readable.
     pub recovery_point: Option<u64>,
-    /// What was found, errors first. No errors means clean.
+    /// What was found: errors first, then notes, each by file and position. No errors means
+    /// clean.
     pub findings: Vec<Finding>,
+    /// Each segment walked (foreign files are not segments of the log).
+    #[serde(skip)]
+    pub segment_checks: Vec<SegmentCheck>,
 }
 
 impl VerifyReport {
@@ -509,22 +592,40 @@ pub fn verify(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
     let files = crate::log::load::list_segments(dir)?;
     let mut expected = files.first().map_or(0, |f| f.base);
     let mut damaged = false;
+    let mut walked_any = false;
     let largest = files.iter().map(|f| f.len).max().unwrap_or(0);
     for (i, file) in files.iter().enumerate() {
         let path = crate::log::segment::SegmentPaths::new(dir, file.base);
+        let last = i + 1 == files.len();
+        // A foreign file (DESIGN.md §4) is named once, and the segments around it are judged as
+        // if it were not there: a healthy neighbour is never blamed for it.
+        // After damage the data's end says nothing about where the next segment should start.
+        if let Some(why) = foreign(file.base, file.len, last, (walked_any && !damaged).then_some(expected)) {
+            let problem = format!("foreign: {why}; `strata recover --force` sets it aside as .foreign");
+            let mut finding = Finding::error(&path.log, 0, problem);
+            finding.foreign = true;
+            report.findings.push(finding);
+            continue;
+        }
         if file.base != expected && !damaged {
             let problem = Corruption::SegmentGap { expected, found: file.base }.to_string();
             let mut finding = Finding::error(&path.log, 0, problem);
             finding.data = report.recovery_point.is_none_or(|rp| expected < rp);
+            finding.end_offset = Some(expected);
             report.findings.push(finding);
         }
         let walked = walk_batches(&path.log, file.base, file.len, false)?;
+        walked_any = true;
+        let check = SegmentCheck {
+            base: file.base,
+            records: walked.batches.iter().filter(|b| b.status == "ok").map(|b| u64::from(b.record_count)).sum(),
+            bytes: walked.valid_len,
+        };
+        report.segment_checks.push(check);
         report.segments += 1;
         report.batches += walked.batches.iter().filter(|b| b.status == "ok").count() as u64;
-        report.records +=
-            walked.batches.iter().filter(|b| b.status == "ok").map(|b| u64::from(b.record_count)).sum::<u64>();
+        report.records += check.records;
         report.bytes += walked.valid_len;
-        let last = i + 1 == files.len();
         let sealed = !last && (file.len < largest || ends_in_data(&path.log, file.len)?);
         damaged |= judge_end(&path.log, &walked, file.len, (last, sealed), report.recovery_point, &mut report);
         verify_indexes(&path.index, &path.time_index, file.base, &walked, last, &mut report)?;
@@ -535,11 +636,51 @@ pub fn verify(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
         let problem = Corruption::EndsBeforeRecoveryPoint { end: expected, recovery_point: rp }.to_string();
         let mut finding = Finding::error(&dir.join(CHECKPOINT_FILE), 0, problem);
         finding.data = true;
+        finding.end_offset = Some(expected);
         report.findings.push(finding);
     }
     note_leftovers(dir, &mut report)?;
-    report.findings.sort_by_key(|f| f.severity);
+    report.findings.sort_by(|a, b| {
+        (a.severity, &a.file, a.position, &a.problem).cmp(&(b.severity, &b.file, b.position, &b.problem))
+    });
     Ok(report)
+}
+
+/// The empty foreign `.log` files of the log in `dir` (DESIGN.md §4: empty and not the last, or the
+/// last and not continuing the segment before it), and, if the last one is foreign, where the log
+/// really ends (the data of the segment before it). Reads only the segment before the last.
+pub fn empty_foreign_files(dir: &Path) -> Result<(Vec<PathBuf>, Option<u64>)> {
+    let files = crate::log::load::list_segments(dir)?;
+    let path = |base| crate::log::segment::SegmentPaths::new(dir, base).log;
+    let mut foreign: Vec<PathBuf> =
+        files.iter().rev().skip(1).filter(|f| f.len == 0).map(|f| path(f.base)).rev().collect();
+    let kept: Vec<_> = files.iter().filter(|f| f.len > 0).collect();
+    let mut end = None;
+    if let (Some(last), Some(previous)) = (files.last().filter(|f| f.len == 0), kept.last()) {
+        let walked = walk_batches(&path(previous.base), previous.base, previous.len, false)?;
+        if walked.damage.is_none() && last.base != walked.next_offset {
+            foreign.push(path(last.base));
+            end = Some(walked.next_offset);
+        }
+    }
+    Ok((foreign, end))
+}
+
+/// Why a `.log` is foreign (DESIGN.md §4), if it is: an empty one that is not the last, one whose
+/// base falls inside the previous segment's offsets (`previous_end`: where the data of the last
+/// segment walked ends), or an empty last one whose base does not continue the previous segment.
+fn foreign(base: u64, len: u64, last: bool, previous_end: Option<u64>) -> Option<&'static str> {
+    if len == 0 && !last {
+        return Some("empty, and not the last segment");
+    }
+    let previous_end = previous_end?;
+    if base < previous_end {
+        Some("its base offset falls inside the previous segment's offsets")
+    } else if len == 0 && base != previous_end {
+        Some("empty, and its base offset does not continue the previous segment")
+    } else {
+        None
+    }
 }
 
 /// What is at a path given as a log directory.
@@ -642,7 +783,8 @@ impl From<&VerifyReport> for LogShape {
     }
 }
 
-/// What `strata recover` did, would do (`dry_run`), or refused to do (`refused`).
+/// What `strata recover` did, would do (`dry_run`), or refused to do (`refused`). The counts add
+/// up: `before.records − records_removed = after.records`, and the same for bytes.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct RecoverOutcome {
     /// Nothing was changed: this says what recovery would do.
@@ -650,18 +792,25 @@ pub struct RecoverOutcome {
     /// Nothing was changed: the log has damage below its recovery point and `force` was not given.
     pub refused: bool,
     /// The log before (from a read-only check; its next offset is at least the recovery point the
-    /// log claimed, its records are the valid ones that could be counted).
+    /// log claimed; its records and bytes are those of the valid batches).
     pub before: LogShape,
     /// The log after (`None` for a dry run or a refusal).
     pub after: Option<LogShape>,
-    /// Records removed: the valid records that are gone, or the acknowledged records lost if more
-    /// (the records of a damaged batch cannot be counted before it is cut).
+    /// Valid records removed (`before.records − after.records`); in a dry run, those the cut would
+    /// remove (with `--force`, if the damage needs it). Records in damaged batches cannot be counted: they are in `offsets_removed` and
+    /// `acknowledged_records_lost`.
     pub records_removed: u64,
-    /// The first and last offset removed from the end, if any.
+    /// The first and last offset removed from the end, if any (damaged batches included).
     pub offsets_removed: Option<[u64; 2]>,
-    /// Bytes of segment data removed, torn or damaged bytes included.
+    /// Bytes of valid batches removed (`before.bytes − after.bytes`); in a dry run, those the cut
+    /// would remove.
     pub bytes_removed: u64,
-    /// Records below the recovery point (acknowledged as durable) that were lost.
+    /// Bytes of torn or damaged data cut (not valid batches, not preallocated zeros); `None` in a
+    /// dry run: known only once cut.
+    pub damaged_bytes_removed: Option<u64>,
+    /// Records below the recovery point (acknowledged as durable) that were lost, those in damaged
+    /// batches included; in a dry run, what the cut would lose (an estimate: the recovery scan
+    /// decides).
     pub acknowledged_records_lost: u64,
     /// Segments validated batch by batch.
     pub segments_scanned: u64,
@@ -671,18 +820,80 @@ pub struct RecoverOutcome {
     pub files_deleted: Vec<PathBuf>,
     /// Damaged segments kept as `.corrupt`.
     pub files_kept_corrupt: Vec<PathBuf>,
+    /// Files that did not belong to the log (DESIGN.md §4), set aside as `.foreign`: nothing of the
+    /// log was in them.
+    pub files_kept_foreign: Vec<PathBuf>,
     /// The recovery point after.
     pub recovery_point: Option<u64>,
     /// What the read-only check found before: the damage and the notes recovery acts on.
     pub found: Vec<Finding>,
 }
 
+/// Where a recovery would cut the log, from what `verify` found, and what that would remove.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Projection {
+    /// The offset the log would end at.
+    pub cut_at: u64,
+    /// Valid records after it.
+    pub records: u64,
+    /// Bytes of valid batches after it.
+    pub bytes: u64,
+    /// Acknowledged records the cut would lose (an estimate).
+    pub acknowledged_records_lost: u64,
+    /// The offsets removed.
+    pub offsets: Option<[u64; 2]>,
+}
+
+/// Where recovery (with `--force` if the damage needs it) would cut the log the report describes:
+/// at the first place its valid data ends early, damage or torn tail. `None`: nowhere.
+pub fn projection(report: &VerifyReport) -> Option<Projection> {
+    let (cut_at, acknowledged) = report
+        .findings
+        .iter()
+        .filter(|f| !f.foreign)
+        .filter_map(|f| f.end_offset.map(|end| (end, f.data)))
+        .min_by_key(|&(end, data)| (end, !data))?;
+    let after = report.segment_checks.iter().filter(|c| c.base >= cut_at);
+    let (records, bytes) = after.fold((0, 0), |(r, b), c| (r + c.records, b + c.bytes));
+    let rp = report.recovery_point.unwrap_or(0);
+    let end = report.next_offset.max(rp);
+    // As recovery counts it: every record of a sealed segment was durable, so the loss runs to the
+    // last segment's base when segments follow the cut, or to the recovery point if further.
+    let last_base = report.segment_checks.last().map_or(0, |c| c.base);
+    let sealed_end = if report.segment_checks.iter().any(|c| c.base > cut_at) { last_base } else { 0 };
+    let acknowledged_records_lost = if acknowledged { rp.max(sealed_end).saturating_sub(cut_at) } else { 0 };
+    Some(Projection {
+        cut_at,
+        records,
+        bytes,
+        acknowledged_records_lost,
+        offsets: (end > cut_at).then(|| [cut_at, end - 1]),
+    })
+}
+
+/// Whether a process holds the lock of the log in `dir` (a live writer), read from `/proc/locks`
+/// without taking the lock; `None` if that cannot be known.
+pub fn held_by_a_writer(dir: &Path) -> Option<bool> {
+    let meta = match std::fs::metadata(dir.join(LOCK_FILE)) {
+        Ok(meta) => meta,
+        // A writer creates the lock file before it locks it.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(false),
+        Err(_) => return None,
+    };
+    use std::os::unix::fs::MetadataExt;
+    let id = format!("{:02x}:{:02x}:{}", rustix::fs::major(meta.dev()), rustix::fs::minor(meta.dev()), meta.ino());
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    // `1: FLOCK  ADVISORY  WRITE 21437 fe:00:10019332 0 EOF`; `->` lines are waiters.
+    Some(locks.lines().filter(|l| !l.contains("->")).any(|l| l.split_whitespace().nth(5) == Some(id.as_str())))
+}
+
 /// `strata recover`: checks the log read-only, then (unless `dry_run`) opens it offline with a
 /// forced scan (the clean-shutdown marker is removed first, so damage in the active segment is
 /// found too), closes it cleanly, and reports what changed. Damage below the recovery point is
 /// refused without `force` before anything is touched; with `force` it is cut
-/// (`RecoveryMode::TruncateCorrupt`) and the damaged segment kept as `.corrupt`. A directory that
-/// holds no log is an error: recovery never creates one.
+/// (`RecoveryMode::TruncateCorrupt`) and the damaged segment kept as `.corrupt`; foreign files are
+/// set aside as `.foreign`. A directory that holds no log is an error: recovery never creates
+/// one; a log a writer holds is `Error::Locked`, a dry run included.
 pub fn recover(dir: &Path, options: RecoverOptions) -> Result<RecoverOutcome> {
     match dir_state(dir)? {
         DirState::Log => {}
@@ -694,37 +905,59 @@ pub fn recover(dir: &Path, options: RecoverOptions) -> Result<RecoverOutcome> {
             return Err(Error::io("recover", dir)(std::io::Error::other(reason)));
         }
     }
+    if held_by_a_writer(dir) == Some(true) {
+        return Err(Error::Locked { path: dir.join(LOCK_FILE) });
+    }
     let before = verify(dir, &LogConfig::default());
     let mut outcome = RecoverOutcome { dry_run: options.dry_run, ..RecoverOutcome::default() };
     if let Ok(report) = &before {
         outcome.before = LogShape::from(report);
+        outcome.before.next_offset = report.next_offset.max(report.recovery_point.unwrap_or(0));
         outcome.recovery_point = report.recovery_point;
         outcome.found = report.findings.clone();
         let damage = report.errors().any(|f| f.data);
         if (damage && !options.force) || options.dry_run {
             outcome.refused = damage && !options.force && !options.dry_run;
+            // What recovery would remove (with --force, if the damage needs it).
+            if options.dry_run
+                && let Some(p) = projection(report)
+            {
+                outcome.records_removed = p.records;
+                outcome.bytes_removed = p.bytes;
+                outcome.offsets_removed = p.offsets;
+                outcome.acknowledged_records_lost = p.acknowledged_records_lost;
+            }
             return Ok(outcome);
         }
     }
     let report = recover_now(dir, options.force)?;
     let after = verify(dir, &LogConfig::default())?;
     let after_shape = LogShape::from(&after);
+    match &before {
+        Ok(_) => {
+            outcome.records_removed = outcome.before.records.saturating_sub(after_shape.records);
+            outcome.bytes_removed = outcome.before.bytes.saturating_sub(after_shape.bytes);
+        }
+        // Nothing could be counted before: what the recovery says it removed.
+        Err(_) => {
+            outcome.records_removed = report.records_truncated;
+            outcome.bytes_removed = report.bytes_truncated;
+        }
+    }
+    outcome.damaged_bytes_removed = Some(report.bytes_truncated.saturating_sub(outcome.bytes_removed));
     // Records in damaged batches cannot be counted before the cut; the offsets say where the log
     // ended (at least the recovery point) and where it ends now.
-    let end_before = outcome.before.next_offset.max(outcome.recovery_point.unwrap_or(0));
-    outcome.before.next_offset = end_before;
-    outcome.records_removed =
-        outcome.before.records.saturating_sub(after_shape.records).max(report.acknowledged_records_lost);
+    let end_before = outcome.before.next_offset;
     if end_before > after_shape.next_offset {
         outcome.offsets_removed = Some([after_shape.next_offset, end_before - 1]);
     }
     outcome.after = Some(after_shape);
-    outcome.bytes_removed = report.bytes_truncated;
     outcome.acknowledged_records_lost = report.acknowledged_records_lost;
     outcome.segments_scanned = report.segments_scanned;
     outcome.indexes_rebuilt = report.indexes_rebuilt;
     outcome.files_deleted = report.files_deleted;
     outcome.files_kept_corrupt = report.files_kept_corrupt;
+    outcome.files_kept_foreign = report.files_kept_foreign;
     outcome.recovery_point = Some(report.recovery_point);
     Ok(outcome)
 }
@@ -782,7 +1015,7 @@ fn verify_checkpoint(dir: &Path, report: &mut VerifyReport) -> Result<Option<Che
 
 /// Whether a segment file ends in data rather than in preallocated zeros: then it was sealed
 /// (trimmed) before the last shutdown, and damage in it cannot be a torn write.
-fn ends_in_data(path: &Path, len: u64) -> Result<bool> {
+pub(crate) fn ends_in_data(path: &Path, len: u64) -> Result<bool> {
     if len == 0 {
         return Ok(false);
     }
@@ -807,23 +1040,31 @@ fn judge_end(
     let Some(damage) = &walked.damage else {
         if !last && walked.valid_len < file_len {
             let zeros = file_len - walked.valid_len;
-            report.findings.push(Finding::note(path, format!("untrimmed: {zeros} zero bytes after the data")));
+            report.findings.push(Finding::note_at(
+                path,
+                walked.valid_len,
+                format!("untrimmed: {zeros} zero bytes after the data"),
+            ));
         }
         return false;
     };
     let acknowledged = recovery_point.is_none_or(|rp| walked.next_offset < rp);
     if last && !acknowledged {
-        report.findings.push(Finding::note(
+        let mut note = Finding::note_at(
             path,
+            damage.position,
             format!(
-                "torn tail at position {} past the recovery point ({}): the end of a live log, or cut by the next recovery",
-                damage.position, damage.reason
+                "torn tail past the recovery point ({}): the end of a live log, or cut by the next recovery",
+                damage.reason
             ),
-        ));
+        );
+        note.end_offset = Some(walked.next_offset);
+        report.findings.push(note);
         false
     } else {
         let mut finding = Finding::error(path, damage.position, damage.reason.clone());
         finding.data = acknowledged || sealed;
+        finding.end_offset = Some(walked.next_offset);
         report.findings.push(finding);
         true
     }
@@ -900,10 +1141,17 @@ fn note_leftovers(dir: &Path, report: &mut VerifyReport) -> Result<()> {
         if [SWAP_SUFFIX, CLEANED_SUFFIX, DELETED_SUFFIX, TMP_SUFFIX].iter().any(|s| name.ends_with(s)) {
             report.findings.push(Finding::note(&path, "left by an interrupted operation; the next open resolves it"));
         }
-        if crate::log::load::is_corrupt_copy(name) {
+        if is_set_aside(name, CORRUPT_SUFFIX) {
             report.findings.push(Finding::note(
                 &path,
                 "a copy of a damaged segment kept by `strata recover --force`, never read; delete it once inspected",
+            ));
+        }
+        if is_set_aside(name, FOREIGN_SUFFIX) {
+            report.findings.push(Finding::note(
+                &path,
+                "a file that did not belong to the log, set aside by `strata recover --force`, never read; \
+                 delete it once inspected",
             ));
         }
         let orphan = match parse_file_name(name) {

@@ -99,6 +99,13 @@ impl Iterator for Records<'_> {
             match reader.next() {
                 Some(Ok(record)) if record.offset() < self.end => {
                     self.progressed = true;
+                    // The last offset wanted: stop without reading on into what follows it (which
+                    // may be damaged, and is not asked for).
+                    if record.offset().saturating_add(1) >= self.end {
+                        self.next = self.end;
+                        self.reader = None;
+                        self.done = true;
+                    }
                     return Some(Ok(record));
                 }
                 Some(Ok(_)) => self.done = true,

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::config::LogConfig;
 use crate::error::Error;
-use crate::inspect::{DirState, dir_state};
+pub use crate::inspect::{DirState, dir_state};
 use crate::log::{Checkpoint, CleanShutdown, CompactionReport, Log};
 
 pub use consume::{ConsumeOptions, ConsumeSummary, Output, Start, Template, consume};
@@ -83,13 +83,22 @@ pub struct Offsets {
     pub earliest: u64,
     /// The next offset (one past the last record).
     pub latest: u64,
-    /// Every offset below this is durable: `latest` after a clean close, else the checkpoint's
-    /// recovery point (the log is open, or was not closed cleanly).
+    /// Every offset below this is durable for certain: `latest` after a clean close, else the
+    /// checkpoint's recovery point (records past it may be durable too: see `live`).
     pub durable: u64,
+    /// A writer holds the log open (`None`: this cannot be known here). Its records past `durable`
+    /// are durable too under `FlushPolicy::Always` (the default, whose readers see only durable
+    /// records); the checkpoint moves only at a roll, a flush, an interval or the close.
+    pub live: Option<bool>,
     /// The recovery point in the checkpoint, if it is readable.
     pub recovery_point: Option<u64>,
     /// Whether the log was closed cleanly (a valid clean-shutdown marker that matches).
     pub closed_cleanly: bool,
+    /// Records: `latest − earliest`, exact unless the log was compacted (then an upper bound, and
+    /// `records_exact` is false: offsets compaction removed hold no record).
+    pub records: u64,
+    /// Whether `records` is exact.
+    pub records_exact: bool,
     /// Segments.
     pub segments: u64,
     /// Bytes of batches in the segments.
@@ -97,6 +106,9 @@ pub struct Offsets {
     /// With `--time`: the first offset whose timestamp is at or after it (`latest` if none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offset_for_time: Option<u64>,
+    /// Foreign files (DESIGN.md §4) left out: `.log` files that are not part of the log.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub foreign: Vec<std::path::PathBuf>,
 }
 
 /// Reads the offsets of the log in `dir` without changing anything (safe on a live log); with
@@ -106,23 +118,91 @@ pub fn offsets(dir: &Path, time_ms: Option<i64>) -> Result<Offsets, ToolError> {
     let log = Log::open_read_only(dir, LogConfig::default())?;
     let metrics = log.metrics();
     let recovery_point = Checkpoint::read(dir)?.and_then(Result::ok).map(|c| c.checkpoint.recovery_point);
-    let (earliest, latest) = (log.start_offset(), log.visible_end());
+    let (earliest, mut latest) = (log.start_offset(), log.visible_end());
+    // An empty foreign `.log` last (a stray file) is not where the log ends.
+    let (foreign, real_end) = crate::inspect::empty_foreign_files(dir)?;
+    if let Some(end) = real_end {
+        latest = latest.min(end).max(earliest);
+    }
     let marker = std::fs::read(dir.join(crate::format::CLEAN_SHUTDOWN_FILE)).ok();
     let closed_cleanly = marker.and_then(|b| CleanShutdown::decode(&b).ok()).is_some_and(|m| m.next_offset == latest);
     let offset_for_time = match time_ms {
-        Some(ms) => Some(log.offset_for_timestamp(ms)?.unwrap_or(latest)),
+        Some(ms) => Some(log.offset_for_timestamp(ms)?.unwrap_or(latest).min(latest)),
         None => None,
     };
+    let compacted = dir.join(crate::format::CLEANER_CHECKPOINT_FILE).exists();
     Ok(Offsets {
         earliest,
         latest,
         durable: if closed_cleanly { latest } else { recovery_point.unwrap_or(0).min(latest) },
+        live: crate::inspect::held_by_a_writer(dir),
         recovery_point,
         closed_cleanly,
-        segments: metrics.segments,
+        records: latest - earliest,
+        records_exact: !compacted,
+        segments: metrics.segments.saturating_sub(foreign.len() as u64),
         bytes: metrics.bytes_on_disk,
         offset_for_time,
+        foreign,
     })
+}
+
+/// The segment size `produce` uses for the log in `dir` when `--segment-bytes` is not given: for
+/// an existing log, the size its segments show (as the admin commands infer it: a rolled log's
+/// sealed segments are filled to within a batch of it, and an active segment not closed cleanly
+/// is preallocated to it); for a new log, or one closed segment that tells nothing, the default,
+/// or less when the disk has no room for it.
+pub fn produce_segment_bytes(dir: &Path) -> Result<u64, ToolError> {
+    let default = LogConfig::default().segment_bytes;
+    let files = match dir_state(dir)? {
+        DirState::Log => crate::log::load::list_segments(dir)?,
+        _ => Vec::new(),
+    };
+    let largest = files.iter().map(|f| f.len).max().unwrap_or(0);
+    let untrimmed = match files.last() {
+        Some(last) if last.len > 0 => {
+            let path = crate::log::segment::SegmentPaths::new(dir, last.base).log;
+            !crate::inspect::ends_in_data(&path, last.len)?
+        }
+        _ => false,
+    };
+    if files.len() > 1 || untrimmed {
+        return Ok(largest.clamp(crate::format::MIN_SEGMENT_BYTES, crate::format::MAX_SEGMENT_BYTES));
+    }
+    let probe = if dir.exists() { dir } else { dir.parent().filter(|p| p.exists()).unwrap_or(Path::new(".")) };
+    let available = rustix::fs::statvfs(probe).map(|s| s.f_bavail.saturating_mul(s.f_frsize)).unwrap_or(u64::MAX);
+    if available >= default.saturating_mul(2) {
+        return Ok(default);
+    }
+    // Half the free space (a segment is preallocated whole), never less than the data there is.
+    let fits = (available / 2 / 4096 * 4096).max(largest).clamp(crate::format::MIN_SEGMENT_BYTES, default);
+    tracing::info!(
+        segment_bytes = fits,
+        available,
+        "the disk has no room for the default segment size; give --segment-bytes to choose"
+    );
+    Ok(fits)
+}
+
+/// Takes back a log `produce` created and stored nothing in (`was`: the directory before), so a
+/// failed produce leaves no log behind: only the files a new log has are removed, and the
+/// directory only if it was made here and is then empty.
+pub fn remove_new_log(dir: &Path, was: DirState) {
+    if !matches!(was, DirState::Missing | DirState::Empty) {
+        return;
+    }
+    use crate::format::{CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, CLEANER_CHECKPOINT_FILE, LOCK_FILE, TMP_SUFFIX};
+    for name in crate::log::load::dir_names(dir).unwrap_or_default() {
+        let ours = crate::format::parse_file_name(&name).is_some()
+            || [CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, CLEANER_CHECKPOINT_FILE, LOCK_FILE].contains(&name.as_str())
+            || name.ends_with(TMP_SUFFIX);
+        if ours {
+            let _ = std::fs::remove_file(dir.join(&name));
+        }
+    }
+    if was == DirState::Missing {
+        let _ = std::fs::remove_dir(dir);
+    }
 }
 
 /// What an admin command (`truncate`, `delete-before`, `compact`) did.

@@ -91,7 +91,14 @@ fn recover_refuses_acknowledged_damage_unless_forced() {
     assert!(report["acknowledged_records_lost"].as_u64().unwrap() > 0);
     let (before, after) = (&report["before"]["next_offset"], &report["after"]["next_offset"]);
     let removed = before.as_u64().unwrap() - after.as_u64().unwrap();
-    assert_eq!(report["records_removed"].as_u64().unwrap(), removed, "counts add up: {report}");
+    let count = |shape: &str, what: &str| report[shape][what].as_u64().unwrap();
+    let valid_removed = report["records_removed"].as_u64().unwrap();
+    assert_eq!(count("before", "records") - valid_removed, count("after", "records"), "counts add up: {report}");
+    assert_eq!(count("before", "bytes") - report["bytes_removed"].as_u64().unwrap(), count("after", "bytes"));
+    assert_eq!(
+        report["offsets_removed"],
+        serde_json::json!([count("after", "next_offset"), before.as_u64().unwrap() - 1])
+    );
     assert_eq!(report["acknowledged_records_lost"].as_u64().unwrap(), removed, "all of them acknowledged: {report}");
     assert_eq!(report["files_kept_corrupt"].as_array().unwrap().len(), 1);
     assert!(first.exists());

@@ -192,3 +192,56 @@ fn damage_below_the_recovery_point_is_reported_after_the_records_before_it() {
     assert!(stderr.contains("00000000000000000083.log at position 255"), "{stderr}");
     assert!(stderr.contains("strata recover --force"), "says what to run: {stderr}");
 }
+
+/// Regression: `consume --from 85 --to 87` on a log damaged at 87 reported the damage and exited
+/// 1: `--to` excludes its bound, so nothing at or past it is read.
+#[test]
+fn to_stops_before_its_bound_without_reading_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/bad_crc_mid_segment");
+    common::copy_dir(&fixture, dir.path());
+    let out = strata().args(["consume", "--from", "88", "--to", "90"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", cli::stderr(&out));
+    let text = stdout(&out);
+    let offsets: Vec<&str> = text.lines().map(|l| l.split('\t').next().unwrap()).collect();
+    assert_eq!(offsets, ["88", "89"]);
+    assert!(!cli::stderr(&out).contains("corrupt"), "{}", cli::stderr(&out));
+    // Asking for the damaged offset still reports it.
+    strata().args(["-q", "consume", "--from", "88", "--to", "91"]).arg(dir.path()).assert().code(1);
+}
+
+/// Regression: `consume --from 100` said "use --follow to wait for it", but with `-f` it exited 2
+/// "out of range". With --follow a start past the end waits for it (and is not taken for a
+/// truncation).
+#[test]
+fn follow_waits_for_a_start_past_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    for i in 0..6 {
+        log.append(&[Record::new(format!("v{i}").as_bytes())]).unwrap();
+    }
+    strata()
+        .args(["consume", "--from", "8"])
+        .arg(dir.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("past the end of the log (6); use --follow to wait for it"));
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["consume", "--from", "8", "-f", "--poll-ms", "20", "-c", "2"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    for i in 6..11 {
+        log.append(&[Record::new(format!("v{i}").as_bytes())]).unwrap();
+    }
+    let started = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", cli::stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(stdout(&out), "8\tv8\n9\tv9\n");
+    assert!(!cli::stderr(&out).contains("truncated"), "{}", cli::stderr(&out));
+    drop(log);
+}

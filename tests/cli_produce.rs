@@ -206,3 +206,96 @@ fn a_failed_produce_changes_nothing() {
     assert_eq!(common::file_names(other.path()), ["notes.txt", "report.log"]);
     assert!(stdout(&out).is_empty());
 }
+
+/// Regression: a produce refused for its arguments or its first record (invalid UTF-8 under
+/// --require-utf8, an empty delimiter, a negative timestamp, a 20 MiB line) exited 2 but left a
+/// new log directory behind. Now nothing is created; input refused part-way says what was stored.
+#[test]
+fn refused_input_creates_nothing_and_says_what_was_stored() {
+    let parent = tempfile::tempdir().unwrap();
+    let huge = vec![b'x'; 20 << 20];
+    let cases: Vec<(&[&str], Vec<u8>, &str)> = vec![
+        (&["--require-utf8"], b"\xff\n".to_vec(), "line 1: invalid UTF-8"),
+        (&["-D", ""], b"x\n".to_vec(), "delimiter"),
+        (&["--timestamp=-5"], b"a\n".to_vec(), "1970-01-01T00:00:00Z"),
+        (&["--timestamp", "99999999999999999"], b"a\n".to_vec(), "out of range"),
+        (&["-K", ""], b"k:v\n".to_vec(), "key separator"),
+        (&["-H", ""], b"v\n".to_vec(), "empty key"),
+        (&["-H", "=v"], b"v\n".to_vec(), "empty key"),
+        (&[], huge, "larger than a batch may be"),
+    ];
+    for (i, (args, input, message)) in cases.into_iter().enumerate() {
+        let log = parent.path().join(format!("log-{i}"));
+        let out = strata().arg("produce").args(args).arg(&log).write_stdin(input).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("max skew"), "{args:?}: {}", stderr(&out));
+        assert!(!log.exists(), "{args:?} left {} behind", log.display());
+    }
+    // An empty directory stays empty.
+    let empty = parent.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    strata().args(["produce", "--require-utf8"]).arg(&empty).write_stdin(&b"\xff\n"[..]).assert().code(2);
+    assert!(common::file_names(&empty).is_empty());
+    // Refused part-way: the records before stay, and the summary says so.
+    let log = parent.path().join("partial");
+    let out = strata()
+        .args(["produce", "--require-utf8", "--batch", "10"])
+        .arg(&log)
+        .write_stdin(&b"a\nb\n\xff\nc\n"[..])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("stored 2 records (2 B) at offsets 0–1 before the error"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("line 3: invalid UTF-8"), "{}", stderr(&out));
+    assert_eq!(records(&log).len(), 2);
+}
+
+/// Records that together exceed a batch are appended in several batches, not refused.
+#[test]
+fn batches_are_split_rather_than_grow_past_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = "y".repeat(100 << 10);
+    let input: String = (0..30).map(|_| format!("{line}\n")).collect();
+    strata().args(["produce", "-q", "--batch", "1000"]).arg(dir.path()).write_stdin(input).assert().success();
+    assert_eq!(records(dir.path()).len(), 30);
+}
+
+/// Regression: a log made with `--segment-bytes 10485760` got 1 GiB segments (and a 1 GiB
+/// fallocate) at the next plain produce. Its segment size is inferred, as the admin commands do.
+#[test]
+fn an_existing_log_keeps_its_segment_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = |from: usize| -> String { (from..from + 400).map(|i| format!("record number {i}\n")).collect() };
+    strata()
+        .args(["produce", "-q", "--segment-bytes", "8192"])
+        .arg(dir.path())
+        .write_stdin(lines(0))
+        .assert()
+        .success();
+    let before = common::file_names(dir.path()).iter().filter(|n| n.ends_with(".log")).count();
+    assert!(before > 1, "rolled");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["produce", "-q"])
+        .arg(dir.path())
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.as_mut().unwrap().write_all(lines(400).as_bytes()).unwrap();
+    // While it runs, its active segment is preallocated to the segment size.
+    std::thread::sleep(Duration::from_millis(300));
+    let largest = || {
+        common::file_names(dir.path())
+            .iter()
+            .filter(|n| n.ends_with(".log"))
+            .map(|n| std::fs::metadata(dir.path().join(n)).unwrap().len())
+            .max()
+            .unwrap()
+    };
+    assert!(largest() <= 8192, "{} bytes", largest());
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    let after = common::file_names(dir.path()).iter().filter(|n| n.ends_with(".log")).count();
+    assert!(after > before + 1, "kept rolling at about 8 KiB: {before} → {after} segments");
+    assert_eq!(records(dir.path()).len(), 800);
+}

@@ -34,7 +34,7 @@ fn is_disk_full<T: std::fmt::Debug>(result: &strata_log::Result<T>) -> bool {
 }
 
 #[test]
-#[ignore = "needs root and loop devices (mounts an ext4 image); run with --ignored"]
+#[ignore = "opt-in: needs root and loop devices; cargo test --all-features --test log_disk_full_ext4 -- --ignored"]
 fn every_step_on_a_full_ext4_and_after() {
     let mount = Mount::new(32, None);
     let dir = mount.path().join("log");
@@ -104,7 +104,7 @@ fn chattr(flag: &str, dir: &std::path::Path) {
 }
 
 #[test]
-#[ignore = "needs root and loop devices (mounts an ext4 image); run with --ignored"]
+#[ignore = "opt-in: needs root and loop devices; cargo test --all-features --test log_disk_full_ext4 -- --ignored"]
 fn strata_produce_on_a_full_disk_says_disk_full() {
     let mount = Mount::new(32, None);
     let dir = mount.path().join("log");
@@ -133,7 +133,7 @@ fn strata_produce_on_a_full_disk_says_disk_full() {
 /// needed (the `.index` grew to 4.8 MB, the disk showed 0 bytes free, every append failed). A
 /// failed allocation is now undone.
 #[test]
-#[ignore = "needs root and loop devices (mounts an ext4 image); run with --ignored"]
+#[ignore = "opt-in: needs root and loop devices; cargo test --all-features --test log_disk_full_ext4 -- --ignored"]
 fn a_failed_allocation_takes_no_space() {
     let mount = Mount::new(32, None);
     let dir = mount.path().join("log");

@@ -72,11 +72,11 @@ pub(super) fn compaction(dir: &Path, options: &BenchOptions, progress: Progress<
     let mut r =
         result("compaction", report.records_kept + report.records_removed, report.bytes_before, elapsed, vec![elapsed]);
     r.note = Some(format!(
-        "{} segments, {:.1} MB -> {:.1} MB, {} records removed",
-        report.segments_cleaned,
+        "{}, {:.1} MB -> {:.1} MB, {} removed",
+        super::count(report.segments_cleaned, "segment", "segments"),
         report.bytes_before as f64 / 1e6,
         report.bytes_after as f64 / 1e6,
-        report.records_removed
+        super::count(report.records_removed, "record", "records")
     ));
     Ok(r)
 }
@@ -149,11 +149,14 @@ pub(super) fn append_beside(
     let mut r = result(name, records, records * VALUE_BYTES as u64, elapsed, latencies);
     r.note = match background {
         Background::Idle => None,
-        Background::Deletion => {
-            Some(format!("{background_runs} deletion calls, {} segments deleted", metrics.retention_deletions))
-        }
+        Background::Deletion => Some(format!(
+            "{}, {} deleted",
+            super::count(background_runs, "deletion call", "deletion calls"),
+            super::count(metrics.retention_deletions, "segment", "segments")
+        )),
         Background::Compaction => {
-            Some(format!("{} compaction passes, ratio {:.2}", metrics.compaction_passes, metrics.compaction_ratio))
+            let passes = super::count(metrics.compaction_passes, "compaction pass", "compaction passes");
+            Some(format!("{passes}, ratio {:.2}", metrics.compaction_ratio))
         }
     };
     Ok(r)

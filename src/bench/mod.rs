@@ -110,8 +110,73 @@ impl BenchOptions {
         if let Some((flag, n)) = threads.iter().find(|(_, n)| *n > 1024) {
             return Err(format!("{flag} {n} is more than 1024 threads"));
         }
+        let counts = [("--records", self.records, MAX_RECORDS), ("--durable-ops", self.durable_ops, MAX_DURABLE_OPS)];
+        if let Some((flag, n, most)) = counts.iter().find(|(_, n, most)| n > most) {
+            return Err(format!("{flag} {n} is more than the bench measures (at most {most})"));
+        }
+        if self.runs > 1000 {
+            return Err(format!("--runs {} is more than 1000 runs", self.runs));
+        }
+        self.check_room()
+    }
+
+    /// Checks that a run fits: the memory its latencies take and the disk its logs take, against
+    /// what is available now (where that can be read).
+    fn check_room(&self) -> std::result::Result<(), String> {
+        let human = |bytes: u64| format!("{:.1} GiB", bytes as f64 / f64::from(1u32 << 30));
+        // Every append, read and send keeps its latency (16 bytes), some phases at once.
+        let memory = self.records.saturating_mul(48);
+        if let Some(available) = available_memory()
+            && memory > available
+        {
+            return Err(format!(
+                "--records {} needs about {} of memory for its latencies; {} is available",
+                self.records,
+                human(memory),
+                human(available)
+            ));
+        }
+        // The logs of one run: the 100-byte phases (append, producer, compaction, three keyed
+        // append phases) and the large-value one, plus the warm-up segments.
+        let large = (self.large_value_bytes as u64).saturating_add(30);
+        let disk = self
+            .records
+            .saturating_mul(6 * 130)
+            .saturating_add((self.records / 4).saturating_mul(large))
+            .saturating_add(64 << 20);
+        let parent = self.dir.clone().unwrap_or_else(std::env::temp_dir);
+        if let Ok(fs) = rustix::fs::statvfs(&parent) {
+            let available = fs.f_bavail.saturating_mul(fs.f_frsize);
+            if disk > available {
+                return Err(format!(
+                    "--records {} needs about {} of disk in {}; {} is free (--dir chooses another place)",
+                    self.records,
+                    human(disk),
+                    parent.display(),
+                    human(available)
+                ));
+            }
+        }
         Ok(())
     }
+}
+
+/// The most records a phase appends (`--records`): its latencies are kept in memory.
+pub const MAX_RECORDS: u64 = 100_000_000;
+/// The most operations of a durable phase (`--durable-ops`; each is also time-boxed).
+pub const MAX_DURABLE_OPS: u64 = 10_000_000;
+
+/// `1 pass`, `2 passes`.
+pub(crate) fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `MemAvailable` from `/proc/meminfo`, if it can be read.
+fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
 }
 
 /// One measured figure (the median of the runs by throughput).

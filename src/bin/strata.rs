@@ -12,8 +12,18 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use strata_log::bench::{self, BenchOptions, BenchResult};
 use strata_log::inspect::{self, DumpOptions, RecoverOptions};
-use strata_log::tools::{self, ConsumeOptions, Framing, Output, ProduceOptions, Start, Template, ToolError, render};
-use strata_log::{Error, FlushPolicy, LogConfig};
+use strata_log::tools::{
+    self, ConsumeOptions, DirState, Framing, Output, ProduceOptions, Start, Template, ToolError, render,
+};
+use strata_log::{Corruption, Error, FlushPolicy, LogConfig};
+
+/// A line on stderr. A closed stderr (`strata … 2>&1 | head -1`) is not worth a panic: the line is
+/// dropped.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(io::stderr(), $($arg)*);
+    }};
+}
 
 /// Printed under every command's `--help`.
 const FOOTER: &str = "\
@@ -24,7 +34,8 @@ Exit codes:
   130  interrupted (Ctrl-C, SIGTERM); produce first appends what it read and closes the log cleanly
 
 Logging goes to stderr: -q for errors only, -v for info, -vv for debug; RUST_LOG (e.g.
-RUST_LOG=strata_log=debug) overrides both. Colour only when stderr is a terminal.";
+RUST_LOG=strata_log=debug) overrides both. Colour only when stderr is a terminal and NO_COLOR is
+not set. A closed pipe ends the output, never changes the exit code.";
 
 #[derive(Parser)]
 #[command(name = "strata", version, about = "Durable, segmented, append-only logs", after_help = FOOTER)]
@@ -129,15 +140,17 @@ enum Command {
 struct ProduceArgs {
     /// The log directory (created if missing; a directory of other files is refused).
     dir: PathBuf,
-    /// Split each record at the first SEP into key and value (kcat -K); no SEP: no key.
+    /// Split each record at the first SEP into key and value (kcat -K); a record without SEP has
+    /// no key. SEP must not be empty.
     #[arg(short = 'K', long, value_name = "SEP")]
     key_separator: Option<String>,
-    /// A header on every record, `key=value` (`key` alone: no value); repeatable.
+    /// A header on every record, `key=value` (`key` alone: no value; the key must not be empty);
+    /// repeatable.
     #[arg(short = 'H', long = "header", value_name = "KEY=VALUE")]
     headers: Vec<String>,
-    /// The timestamp of every record: ISO 8601 (2026-11-30T05:20:00Z) or ms since the epoch
-    /// [default: the time of the append].
-    #[arg(long, value_parser = tools::text::parse_time_ms, conflicts_with = "timestamp_separator")]
+    /// The timestamp of every record: ISO 8601 (2026-11-30T05:20:00Z) or ms since the epoch, from
+    /// 1970 to 9999 [default: the time of the append].
+    #[arg(long, value_parser = tools::text::parse_record_time_ms, conflicts_with = "timestamp_separator", allow_hyphen_values = true)]
     timestamp: Option<i64>,
     /// Each record starts with its timestamp (ISO 8601 or ms), ended by SEP.
     #[arg(long, value_name = "SEP")]
@@ -169,7 +182,8 @@ struct ProduceArgs {
     /// Print each record's offset once its append returns (durable under --flush-policy always).
     #[arg(long)]
     print_offsets: bool,
-    /// Segment size for a new log or new segments [default: 1 GiB].
+    /// Segment size for a new log or new segments [default: for an existing log, the size its
+    /// segments show; else 1 GiB, or less if the disk has no room for it].
     #[arg(long)]
     segment_bytes: Option<u64>,
     /// Bytes between sparse index entries [default: 4096].
@@ -203,7 +217,8 @@ struct ConsumeArgs {
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     poll_ms: u64,
     /// Output template: %o offset, %k key, %v value, %T timestamp (ms), %t timestamp (ISO 8601),
-    /// %h headers, %K/%S key/value length, %% a percent sign; \n \t escapes.
+    /// %h headers, %K/%S key/value length, %% a percent sign; \n \t escapes. A newline is added
+    /// after each record unless the template ends with one.
     #[arg(long, default_value = "%o\\t%v\\n", conflicts_with = "json")]
     format: Template,
     /// Print an absent key or value (a tombstone) as NULL instead of nothing.
@@ -287,29 +302,42 @@ fn main() -> ExitCode {
     let cli = Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit());
     init_logging(cli.quiet, cli.verbose);
     let mut out = io::stdout().lock();
-    let result = run(cli.command, &mut out).and_then(|code| {
-        out.flush()?;
-        Ok(code)
-    });
+    let result = run(cli.command, &mut out).and_then(|code| verdict(code, out.flush().map_err(ToolError::from)));
     match result {
         Ok(code) => code,
         // A closed pipe (`strata consume ... | head`) is the reader's choice, not an error.
         Err(ToolError::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("strata: {error}");
+            say!("strata: {error}");
             match error {
-                ToolError::Log(Error::Corrupt { path, .. }) => {
+                ToolError::Log(Error::Corrupt { path, reason, .. }) => {
                     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-                    eprintln!(
-                        "strata: `strata verify {0}` lists the damage; `strata recover --force {0}` cuts the log \
-                         there, keeping the damaged segment as .corrupt",
-                        dir.display()
-                    );
+                    let dir = dir.display();
+                    if matches!(reason, Corruption::ForeignFile(_)) {
+                        say!(
+                            "strata: `strata verify {dir}` names it; `strata recover --force {dir}` sets it aside \
+                             as .foreign (it holds no record of the log: nothing is lost)"
+                        );
+                    } else {
+                        say!(
+                            "strata: `strata verify {dir}` lists the damage; `strata recover --force {dir}` cuts the \
+                             log there, keeping the damaged segment as .corrupt"
+                        );
+                    }
                     ExitCode::from(1)
                 }
                 _ => ExitCode::from(2),
             }
         }
+    }
+}
+
+/// The exit code a command decided on, whatever happened to its output: a closed pipe
+/// (`strata verify … | head -1`) ends the output early but never changes the verdict.
+fn verdict(code: ExitCode, written: Result<(), ToolError>) -> Result<ExitCode, ToolError> {
+    match written {
+        Err(ToolError::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(code),
+        other => other.map(|()| code),
     }
 }
 
@@ -322,10 +350,12 @@ fn init_logging(quiet: bool, verbose: u8) {
         _ => "trace",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into());
+    // https://no-color.org: a NO_COLOR that is set and not empty turns colour off.
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(io::stderr)
-        .with_ansi(io::stderr().is_terminal())
+        .with_ansi(io::stderr().is_terminal() && !no_color)
         .init();
 }
 
@@ -355,35 +385,29 @@ fn run(command: Command, out: &mut dyn Write) -> Result<ExitCode, ToolError> {
         Command::Consume(args) => consume(args, out),
         Command::Offsets { dir, time, json: as_json } => {
             let offsets = tools::offsets(&dir, time)?;
-            if as_json {
-                json(out, &offsets)?
-            } else {
-                render::offsets(out, &offsets)?
-            }
-            Ok(ExitCode::SUCCESS)
+            let written =
+                if as_json { json(out, &offsets) } else { render::offsets(out, &offsets).map_err(Into::into) };
+            verdict(ExitCode::SUCCESS, written)
         }
         Command::Dump(args) => dump(args, out),
         Command::Verify { dir, json: as_json } => {
             tools::require_log(&dir)?;
             let report = inspect::verify(&dir, &LogConfig::default())?;
-            if as_json {
-                json(out, &report)?
-            } else {
-                render::verify(out, &report)?
-            }
-            Ok(code(report.is_clean()))
+            let written = if as_json { json(out, &report) } else { render::verify(out, &report).map_err(Into::into) };
+            verdict(code(report.is_clean()), written)
         }
         Command::Recover { dir, force, dry_run, json: as_json } => {
             let outcome = inspect::recover(&dir, RecoverOptions { force, dry_run })?;
-            if as_json {
-                json(out, &outcome)?
-            } else {
-                render::recover(out, &dir, &outcome, force)?
-            }
-            // A dry run that finds damage --force would cut reports it as a refusal would.
+            // A dry run that finds damage --force would cut (or a foreign file it would set aside)
+            // reports it as a refusal would.
             let damage = outcome.found.iter().any(|f| f.data && f.severity == inspect::Severity::Error);
             let would_refuse = dry_run && damage && !force;
-            Ok(code(!(outcome.refused || would_refuse)))
+            let written = if as_json {
+                json(out, &outcome)
+            } else {
+                render::recover(out, &dir, &outcome, force).map_err(Into::into)
+            };
+            verdict(code(!(outcome.refused || would_refuse)), written)
         }
         Command::Truncate { dir, to, json: as_json } => admin(out, &dir, as_json, tools::truncate(&dir, to)?),
         Command::DeleteBefore { dir, offset, json: as_json } => {
@@ -399,12 +423,8 @@ fn run(command: Command, out: &mut dyn Write) -> Result<ExitCode, ToolError> {
 }
 
 fn admin(out: &mut dyn Write, dir: &Path, as_json: bool, report: tools::AdminReport) -> Result<ExitCode, ToolError> {
-    if as_json {
-        json(out, &report)?
-    } else {
-        render::admin(out, dir, &report)?
-    }
-    Ok(ExitCode::SUCCESS)
+    let written = if as_json { json(out, &report) } else { render::admin(out, dir, &report).map_err(Into::into) };
+    verdict(ExitCode::SUCCESS, written)
 }
 
 fn produce(args: ProduceArgs, out: &mut dyn Write) -> Result<ExitCode, ToolError> {
@@ -425,6 +445,7 @@ fn produce(args: ProduceArgs, out: &mut dyn Write) -> Result<ExitCode, ToolError
             None => (h.clone(), None),
         })
         .collect();
+    let defaults = LogConfig::default();
     let options = ProduceOptions {
         sync: args.sync,
         batch: args.batch as usize,
@@ -436,29 +457,54 @@ fn produce(args: ProduceArgs, out: &mut dyn Write) -> Result<ExitCode, ToolError
         headers,
         empty_as_null: args.empty_as_null,
         require_utf8: args.require_utf8,
+        max_batch_bytes: defaults.max_batch_bytes,
     };
-    let defaults = LogConfig::default();
+    // Everything that can be refused is refused before the log is looked at.
+    options.validate()?;
     let explicit_times = options.timestamp_ms.is_some() || options.timestamp_separator.is_some();
     let config = LogConfig {
-        segment_bytes: args.segment_bytes.unwrap_or(defaults.segment_bytes),
+        segment_bytes: defaults.segment_bytes,
         index_interval_bytes: args.index_interval_bytes.unwrap_or(defaults.index_interval_bytes),
         flush_policy: args.flush_policy,
-        // Timestamps the user gives are taken as given (replaying old data is the usual reason).
+        // Timestamps the user gives are taken as given (replaying old data is the usual reason);
+        // each was checked to be in range when it was parsed.
         max_timestamp_skew_ms: if explicit_times { i64::MAX as u64 } else { defaults.max_timestamp_skew_ms },
         ..defaults
     };
+    if let Some(bytes) = args.segment_bytes {
+        LogConfig { segment_bytes: bytes, ..config.clone() }.validate()?;
+    }
     config.validate()?;
     tools::require_log_or_new(&args.dir)?;
+    // The log opens once the first record is ready: say at once that a writer holds it.
+    if inspect::held_by_a_writer(&args.dir) == Some(true) {
+        return Err(Error::Locked { path: args.dir.join(strata_log::format::LOCK_FILE) }.into());
+    }
+    let was = tools::dir_state(&args.dir)?;
+    let segment_bytes = match args.segment_bytes {
+        Some(bytes) => bytes,
+        None => tools::produce_segment_bytes(&args.dir)?,
+    };
+    let config = LogConfig { segment_bytes, ..config };
     let stop = stop_flag()?;
-    let log = inspect::open_or_undo(&args.dir, config)?;
-    let produced = tools::produce(&log, io::stdin(), out, &options, &stop);
-    let closed = log.close();
-    let summary = produced?;
-    closed?;
+    let dir = args.dir.clone();
+    let (summary, produced) =
+        tools::produce(move || inspect::open_or_undo(&dir, config), io::stdin(), out, &options, &stop);
+    if let Err(error) = produced {
+        if summary.records == 0 {
+            // Nothing stored: a log this produce made is taken back.
+            tools::remove_new_log(&args.dir, was);
+        } else if args.json {
+            say!("{}", serde_json::to_string(&summary).map_err(io::Error::from)?);
+        } else if tracing::enabled!(tracing::Level::ERROR) {
+            let _ = render::produce_failed(&mut io::stderr(), &summary);
+        }
+        return Err(error);
+    }
     if args.json {
-        eprintln!("{}", serde_json::to_string(&summary).map_err(io::Error::from)?);
+        say!("{}", serde_json::to_string(&summary).map_err(io::Error::from)?);
     } else if tracing::enabled!(tracing::Level::WARN) {
-        render::produce_summary(&mut io::stderr(), &summary)?;
+        let _ = render::produce_summary(&mut io::stderr(), &summary);
     }
     Ok(if summary.interrupted { ExitCode::from(130) } else { ExitCode::SUCCESS })
 }
@@ -488,14 +534,14 @@ fn dump(args: DumpArgs, out: &mut dyn Write) -> Result<ExitCode, ToolError> {
     if !args.path.exists() {
         return Err(ToolError::Usage(format!("{}: no such file or directory", args.path.display())));
     }
+    if args.path.is_dir() && tools::dir_state(&args.path)? == DirState::Empty {
+        return Err(ToolError::Usage(format!("{}: empty directory, it holds no log", args.path.display())));
+    }
     if args.index_sanity_check {
         let checks = inspect::index_sanity(&args.path)?;
-        if args.json {
-            json(out, &checks)?
-        } else {
-            render::index_sanity(out, &checks)?
-        }
-        return Ok(code(checks.iter().all(|c| c.problem.is_none())));
+        let written =
+            if args.json { json(out, &checks) } else { render::index_sanity(out, &checks).map_err(Into::into) };
+        return verdict(code(checks.iter().all(|c| c.problem.is_none())), written);
     }
     let options = DumpOptions {
         records: args.records || args.max_records.is_some(),
@@ -508,14 +554,12 @@ fn dump(args: DumpArgs, out: &mut dyn Write) -> Result<ExitCode, ToolError> {
     } else {
         vec![inspect::dump_file_with(&args.path, &options)?]
     };
-    if args.json {
-        json(out, &dumps)?;
+    let written = if args.json {
+        json(out, &dumps)
     } else {
-        for dump in &dumps {
-            render::dump(out, dump)?;
-        }
-    }
-    Ok(code(dumps.iter().all(|d| d.damage().is_none())))
+        dumps.iter().try_for_each(|dump| render::dump(out, dump)).map_err(Into::into)
+    };
+    verdict(code(dumps.iter().all(|d| d.damage().is_none())), written)
 }
 
 fn bench(args: BenchArgs, out: &mut dyn Write) -> Result<ExitCode, ToolError> {
@@ -534,12 +578,8 @@ fn bench(args: BenchArgs, out: &mut dyn Write) -> Result<ExitCode, ToolError> {
     };
     options.validate().map_err(ToolError::Usage)?;
     let results = run_bench(&options)?;
-    if args.json {
-        json(out, &results)?;
-    } else {
-        render::bench_table(out, &results)?;
-    }
-    Ok(ExitCode::SUCCESS)
+    let written = if args.json { json(out, &results) } else { render::bench_table(out, &results).map_err(Into::into) };
+    verdict(ExitCode::SUCCESS, written)
 }
 
 /// Runs the bench with a progress bar on a terminal, else one line per finished phase on stderr.
@@ -553,7 +593,7 @@ fn run_bench(options: &BenchOptions) -> strata_log::Result<Vec<BenchResult>> {
         if let Some(phase) = current.take()
             && !terminal
         {
-            eprintln!("bench: finished {phase}");
+            say!("bench: finished {phase}");
         }
     };
     let results = bench::run(options, &mut |phase, done, total| {

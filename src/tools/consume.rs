@@ -210,11 +210,23 @@ pub fn consume(
 ) -> Result<ConsumeSummary, ToolError> {
     let mut log = Log::open_read_only(dir, config.clone())?;
     let mut next = resolve_start(&log, options)?;
+    // With --follow a start past the end is waited for, not a truncation to follow back.
+    let mut reached = next <= log.visible_end();
+    if !reached {
+        tracing::info!(offset = next, end = log.visible_end(), "past the end of the log: waiting for it");
+    }
     let mut summary = ConsumeSummary::default();
     let limit = options.max_messages.unwrap_or(u64::MAX);
-    let end = options.end.unwrap_or(u64::MAX);
+    let mut end = options.end.unwrap_or(u64::MAX);
+    // An empty stray `.log` last (DESIGN.md §4) is not where the log ends: a read-only view takes
+    // its base for the end and would blame the healthy segment before it. Stop where the data does.
+    if let (foreign, Some(real_end)) = crate::inspect::empty_foreign_files(dir)? {
+        let files: Vec<String> = foreign.iter().map(|f| f.display().to_string()).collect();
+        tracing::warn!(files = %files.join(", "), end = real_end, "foreign segment file left out; `strata verify` names it");
+        end = end.min(real_end);
+    }
     loop {
-        if next < end && summary.records < limit {
+        if reached && next < end && summary.records < limit {
             let mut records = log.records(next..end)?;
             for record in records.by_ref() {
                 write_record(out, &record?, &options.output)?;
@@ -234,8 +246,11 @@ pub fn consume(
         if finished || !options.follow {
             break;
         }
-        match wait_for_more(dir, config, next, options.poll, stop) {
-            Some((newer, from)) => (log, next) = (newer, from),
+        match wait_for_more(dir, config, next, reached, options.poll, stop) {
+            Some((newer, from)) => {
+                (log, next) = (newer, from);
+                reached = true;
+            }
             None => {
                 summary.interrupted = true;
                 break;
@@ -270,8 +285,15 @@ fn resolve_start(log: &Log, options: &ConsumeOptions) -> Result<u64, ToolError> 
 
 /// Polls until the log has records at or past `next` (returning a fresh view and where to go on
 /// from) or `stop` is set (`None`). A truncation or deletion that moved past `next` is reported
-/// and followed.
-fn wait_for_more(dir: &Path, config: &LogConfig, next: u64, poll: Duration, stop: &AtomicBool) -> Option<(Log, u64)> {
+/// and followed; until `reached` (a start past the end), a log ending before `next` is waited on.
+fn wait_for_more(
+    dir: &Path,
+    config: &LogConfig,
+    next: u64,
+    reached: bool,
+    poll: Duration,
+    stop: &AtomicBool,
+) -> Option<(Log, u64)> {
     loop {
         let deadline = Instant::now() + poll;
         while Instant::now() < deadline {
@@ -289,7 +311,7 @@ fn wait_for_more(dir: &Path, config: &LogConfig, next: u64, poll: Duration, stop
             }
         };
         let (start, end) = (log.start_offset(), log.visible_end());
-        if end < next {
+        if end < next && reached {
             tracing::warn!("the log was truncated to offset {end}; continuing from there");
             return Some((log, end));
         }
@@ -297,7 +319,7 @@ fn wait_for_more(dir: &Path, config: &LogConfig, next: u64, poll: Duration, stop
             tracing::warn!("records before offset {start} were deleted; continuing from {start}");
             return Some((log, start));
         }
-        if end > next {
+        if end > next && start <= next {
             return Some((log, next));
         }
     }

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::ToolError;
-use super::text::parse_time_ms;
+use super::text::{human_bytes, parse_record_time_ms};
+use crate::error::Error;
+use crate::format::BATCH_HEADER_LEN;
 use crate::log::{Header, Log, Record};
 
 /// How records are cut out of the input.
@@ -48,6 +50,33 @@ pub struct ProduceOptions {
     /// Refuse a record that is not valid UTF-8, naming its line (otherwise bytes are stored as they
     /// are).
     pub require_utf8: bool,
+    /// The log's `max_batch_bytes`: a record that cannot fit in a batch is refused, naming its line,
+    /// and batches are appended early rather than grow past it.
+    pub max_batch_bytes: u64,
+}
+
+impl ProduceOptions {
+    /// Checks what cannot work before anything is read or opened: empty separators, delimiters
+    /// and header keys.
+    pub fn validate(&self) -> Result<(), ToolError> {
+        let usage = |what: &str| Err(ToolError::Usage(what.to_owned()));
+        if self.framing == Framing::Delimited(Vec::new()) {
+            return usage("the delimiter (-D) is empty: give one (\\n, \\t, \\0, \\xNN escapes work)");
+        }
+        if self.key_separator.as_ref().is_some_and(Vec::is_empty) {
+            return usage("the key separator (-K) is empty: give one, or leave -K out for records without keys");
+        }
+        if self.timestamp_separator.as_ref().is_some_and(Vec::is_empty) {
+            return usage("the timestamp separator (--timestamp-separator) is empty: give one");
+        }
+        if self.headers.iter().any(|(key, _)| key.is_empty()) {
+            return usage("a header (-H) has an empty key: write key=value, or key alone for no value");
+        }
+        if self.batch == 0 {
+            return usage("--batch must be at least 1");
+        }
+        Ok(())
+    }
 }
 
 impl Default for ProduceOptions {
@@ -63,6 +92,7 @@ impl Default for ProduceOptions {
             headers: Vec::new(),
             empty_as_null: false,
             require_utf8: false,
+            max_batch_bytes: crate::LogConfig::default().max_batch_bytes,
         }
     }
 }
@@ -99,32 +129,58 @@ impl ProduceSummary {
 /// One record as read: its bytes and the line (record number, from 1) it came from.
 type Raw = (u64, Vec<u8>);
 
-/// Appends the records of `input`, `batch` per append, until the end of the input or until `stop`
-/// is set (then the records already read are appended and it returns with `interrupted`). With
-/// `sync` each batch is flushed before its offsets are written to `out`, so a printed offset is
-/// durable. Input is read on its own thread, so a stop is noticed while the input is idle.
-pub fn produce(
-    log: &Log,
+/// The log [`produce`] appends to: opened by `open` only once the first batch is ready (or at the
+/// end of an input with no records), so input refused before any record is stored leaves no log
+/// behind and an existing one untouched.
+struct Target<'a> {
+    open: Option<Box<dyn FnOnce() -> Result<Log, Error> + 'a>>,
+    log: Option<Log>,
+}
+
+impl Target<'_> {
+    fn get(&mut self) -> Result<&Log, ToolError> {
+        if self.log.is_none() {
+            let open = self.open.take().ok_or_else(|| ToolError::Usage("the log failed to open".to_owned()))?;
+            self.log = Some(open()?);
+        }
+        self.log.as_ref().ok_or_else(|| ToolError::Usage("the log failed to open".to_owned()))
+    }
+}
+
+/// Appends the records of `input` to the log `open` opens (when the first batch is ready), `batch`
+/// per append, until the end of the input or until `stop` is set (then the records already read
+/// are appended and it returns with `interrupted`), and closes it. With `sync` each batch is
+/// flushed before its offsets are written to `out`, so a printed offset is durable. Input is read
+/// on its own thread, so a stop is noticed while the input is idle.
+///
+/// Returns what was stored even when it fails part-way (a record refused, the disk full): the
+/// records before the failure stay in the log. A failure before the first append opens nothing.
+pub fn produce<'a>(
+    open: impl FnOnce() -> Result<Log, Error> + 'a,
     input: impl Read + Send + 'static,
     out: &mut dyn Write,
     options: &ProduceOptions,
     stop: &AtomicBool,
-) -> Result<ProduceSummary, ToolError> {
+) -> (ProduceSummary, Result<(), ToolError>) {
     let started = Instant::now();
-    let (sender, receiver) = sync_channel::<Result<Raw, ToolError>>(4096);
-    let framing = options.framing.clone();
-    std::thread::Builder::new()
-        .name("strata-stdin".to_owned())
-        .spawn(move || read_records(input, &framing, &mut |raw| sender.send(raw).is_ok()))
-        .map_err(|e| ToolError::Input(format!("cannot start the input thread: {e}")))?;
     let mut summary = ProduceSummary::default();
-    let result = append_all(log, &receiver, out, options, stop, &mut summary);
+    let mut target = Target { open: Some(Box::new(open)), log: None };
+    let result = options.validate().and_then(|()| {
+        let (sender, receiver) = sync_channel::<Result<Raw, ToolError>>(4096);
+        let framing = options.framing.clone();
+        std::thread::Builder::new()
+            .name("strata-stdin".to_owned())
+            .spawn(move || read_records(input, &framing, &mut |raw| sender.send(raw).is_ok()))
+            .map_err(|e| ToolError::Input(format!("cannot start the input thread: {e}")))?;
+        append_all(&mut target, &receiver, out, options, stop, &mut summary)
+    });
+    let closed = target.log.map_or(Ok(()), Log::close).map_err(ToolError::from);
     summary.seconds = started.elapsed().as_secs_f64();
-    result.map(|()| summary)
+    (summary, result.and(closed))
 }
 
 fn append_all(
-    log: &Log,
+    target: &mut Target<'_>,
     receiver: &Receiver<Result<Raw, ToolError>>,
     out: &mut dyn Write,
     options: &ProduceOptions,
@@ -132,11 +188,19 @@ fn append_all(
     summary: &mut ProduceSummary,
 ) -> Result<(), ToolError> {
     let mut pending: Vec<Parsed> = Vec::with_capacity(options.batch.max(1));
+    let mut pending_bytes = BATCH_HEADER_LEN as u64;
     let unit = if options.framing == Framing::Delimited(b"\n".to_vec()) { "line" } else { "record" };
     loop {
         let (more, failure) = match receiver.recv_timeout(Duration::from_millis(50)) {
             Ok(Ok((line, bytes))) => match parse(line, bytes, options, unit) {
                 Ok(parsed) => {
+                    // A batch is appended early rather than grow past max_batch_bytes.
+                    if !pending.is_empty() && pending_bytes + parsed.size > options.max_batch_bytes {
+                        append_batch(target.get()?, &pending, out, options, summary)?;
+                        pending.clear();
+                        pending_bytes = BATCH_HEADER_LEN as u64;
+                    }
+                    pending_bytes += parsed.size;
                     pending.push(parsed);
                     (true, None)
                 }
@@ -148,8 +212,9 @@ fn append_all(
         };
         let stopping = stop.load(Ordering::Relaxed);
         if !pending.is_empty() && (pending.len() >= options.batch.max(1) || !more || stopping) {
-            append_batch(log, &pending, out, options, summary)?;
+            append_batch(target.get()?, &pending, out, options, summary)?;
             pending.clear();
+            pending_bytes = BATCH_HEADER_LEN as u64;
         }
         if let Some(e) = failure {
             return Err(e);
@@ -161,7 +226,8 @@ fn append_all(
             break;
         }
     }
-    log.flush()?;
+    // An input with no records still makes (or checks) the log.
+    target.get()?.flush()?;
     Ok(())
 }
 
@@ -170,6 +236,8 @@ struct Parsed {
     key: Option<Vec<u8>>,
     value: Option<Vec<u8>>,
     timestamp_ms: Option<i64>,
+    /// At most the bytes it adds to a batch.
+    size: u64,
 }
 
 fn parse(line: u64, mut bytes: Vec<u8>, options: &ProduceOptions, unit: &str) -> Result<Parsed, ToolError> {
@@ -187,7 +255,7 @@ fn parse(line: u64, mut bytes: Vec<u8>, options: &ProduceOptions, unit: &str) ->
             return Err(ToolError::Input(format!("{unit} {line}: no timestamp separator")));
         };
         let text = String::from_utf8_lossy(&bytes[..at]).into_owned();
-        timestamp_ms = Some(parse_time_ms(&text).map_err(|e| ToolError::Input(format!("{unit} {line}: {e}")))?);
+        timestamp_ms = Some(parse_record_time_ms(&text).map_err(|e| ToolError::Input(format!("{unit} {line}: {e}")))?);
         bytes.drain(..at + separator.len());
     }
     let (key, value) = match options.key_separator.as_ref().and_then(|s| find(&bytes, s).map(|at| (at, s.len()))) {
@@ -195,7 +263,20 @@ fn parse(line: u64, mut bytes: Vec<u8>, options: &ProduceOptions, unit: &str) ->
         None => (None, bytes),
     };
     let null_if_empty = |b: Vec<u8>| if options.empty_as_null && b.is_empty() { None } else { Some(b) };
-    Ok(Parsed { key: key.and_then(null_if_empty), value: null_if_empty(value), timestamp_ms })
+    let (key, value) = (key.and_then(null_if_empty), null_if_empty(value));
+    let headers: Vec<Header<'_>> =
+        options.headers.iter().map(|(k, v)| Header { key: k.as_str(), value: v.as_deref() }).collect();
+    let record = Record { key: key.as_deref(), value: value.as_deref(), headers: &headers, timestamp_ms };
+    // The largest varints a timestamp delta and an offset delta can take: an upper bound.
+    let size = crate::log::batch::record_len(&record, i64::MIN, 1_000_000) as u64;
+    if size + BATCH_HEADER_LEN as u64 > options.max_batch_bytes {
+        return Err(ToolError::Input(format!(
+            "{unit} {line}: a record of {} is larger than a batch may be (max_batch_bytes {})",
+            human_bytes(size),
+            human_bytes(options.max_batch_bytes)
+        )));
+    }
+    Ok(Parsed { key, value, timestamp_ms, size })
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {

@@ -30,26 +30,64 @@ pub fn produce_summary(out: &mut dyn Write, s: &ProduceSummary) -> io::Result<()
     )
 }
 
+/// What a `produce` that failed part-way had already stored (the records stay in the log).
+pub fn produce_failed(out: &mut dyn Write, s: &ProduceSummary) -> io::Result<()> {
+    let offsets = match (s.first_offset, s.last_offset) {
+        (Some(first), Some(last)) if first == last => format!(" at offset {first}"),
+        (Some(first), Some(last)) => format!(" at offsets {first}–{last}"),
+        _ => String::new(),
+    };
+    writeln!(
+        out,
+        "stored {} {} ({}){offsets} before the error; they stay in the log",
+        s.records,
+        plural(s.records, "record", "records"),
+        human_bytes(s.bytes)
+    )
+}
+
 fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
     if n == 1 { one } else { many }
 }
 
 /// `offsets`: one fact per line.
 pub fn offsets(out: &mut dyn Write, o: &Offsets) -> io::Result<()> {
-    let durable_note =
-        if o.closed_cleanly { "closed cleanly" } else { "open, or not closed cleanly: the recovery point" };
     writeln!(out, "earliest        {}", o.earliest)?;
     writeln!(out, "latest          {}", o.latest)?;
-    writeln!(out, "durable         {}  ({durable_note})", o.durable)?;
+    if o.closed_cleanly {
+        writeln!(out, "durable         {}  (closed cleanly)", o.durable)?;
+    } else if o.live == Some(true) {
+        // Only the writer knows how far it has fsynced: the checkpoint is a lower bound.
+        writeln!(
+            out,
+            "durable         at least {}  (open in a writer: the recovery point; all {} if it flushes always, the default)",
+            o.durable, o.latest
+        )?;
+    } else if o.live == Some(false) {
+        writeln!(
+            out,
+            "durable         {}  (not closed cleanly: the recovery point; the next open keeps the valid records after it)",
+            o.durable
+        )?;
+    } else {
+        writeln!(out, "durable         at least {}  (open, or not closed cleanly: the recovery point)", o.durable)?;
+    }
     match o.recovery_point {
         Some(rp) => writeln!(out, "recovery point  {rp}")?,
         None => writeln!(out, "recovery point  none (no readable checkpoint)")?,
     }
-    writeln!(out, "records         {}", o.latest - o.earliest)?;
+    if o.records_exact {
+        writeln!(out, "records         {}", o.records)?;
+    } else {
+        writeln!(out, "records         at most {}  (compacted: offsets compaction removed hold no record)", o.records)?;
+    }
     writeln!(out, "segments        {}", o.segments)?;
     writeln!(out, "size            {}", human_bytes(o.bytes))?;
     if let Some(offset) = o.offset_for_time {
         writeln!(out, "offset for time {offset}")?;
+    }
+    for f in &o.foreign {
+        writeln!(out, "foreign file    {}  (not part of the log, left out: see `strata verify`)", f.display())?;
     }
     Ok(())
 }
@@ -73,14 +111,16 @@ pub fn dump(out: &mut dyn Write, dump: &Dump) -> io::Result<()> {
             path
         }
         Dump::Index { path, entries, .. } => {
-            writeln!(out, "{}: offset index, {} entries", path.display(), entries.len())?;
+            let n = entries.len() as u64;
+            writeln!(out, "{}: offset index, {n} {}", path.display(), plural(n, "entry", "entries"))?;
             for e in entries {
                 writeln!(out, "  relative offset {:>10}  position {}", e.relative_offset, e.position)?;
             }
             path
         }
         Dump::TimeIndex { path, entries, .. } => {
-            writeln!(out, "{}: time index, {} entries", path.display(), entries.len())?;
+            let n = entries.len() as u64;
+            writeln!(out, "{}: time index, {n} {}", path.display(), plural(n, "entry", "entries"))?;
             for e in entries {
                 writeln!(out, "  {}  relative offset {}", iso_ms(e.timestamp_ms), e.relative_offset)?;
             }
@@ -173,7 +213,9 @@ fn batch(out: &mut dyn Write, b: &BatchInfo) -> io::Result<()> {
 pub fn index_sanity(out: &mut dyn Write, checks: &[IndexSanity]) -> io::Result<()> {
     for c in checks {
         match &c.problem {
-            None => writeln!(out, "{}: ok ({} entries)", c.path.display(), c.entries)?,
+            None => {
+                writeln!(out, "{}: ok ({} {})", c.path.display(), c.entries, plural(c.entries, "entry", "entries"))?
+            }
             Some(problem) => writeln!(out, "{}: FAILED: {problem}", c.path.display())?,
         }
     }
@@ -185,8 +227,13 @@ pub fn index_sanity(out: &mut dyn Write, checks: &[IndexSanity]) -> io::Result<(
 
 fn finding(out: &mut dyn Write, f: &Finding) -> io::Result<()> {
     match f.severity {
+        // A foreign file is not damage at a position: the whole file is not the log's.
+        Severity::Error if f.foreign => writeln!(out, "error: {}: {}", f.file.display(), f.problem),
         Severity::Error => {
             writeln!(out, "error: {} at position {}: {}", f.file.display(), f.position, f.problem)
+        }
+        Severity::Note if f.position > 0 => {
+            writeln!(out, "note: {} at position {}: {}", f.file.display(), f.position, f.problem)
         }
         Severity::Note => writeln!(out, "note: {}: {}", f.file.display(), f.problem),
     }
@@ -226,28 +273,45 @@ pub fn recover(out: &mut dyn Write, dir: &Path, o: &RecoverOutcome, force: bool)
     let shape = |start: u64, next: u64, records: u64, bytes: u64| {
         format!("offsets [{start}, {next}), {records} {}, {}", plural(records, "record", "records"), human_bytes(bytes))
     };
+    let errors = || o.found.iter().filter(|f| f.severity == Severity::Error);
+    let damage = errors().any(|f| f.data && !f.foreign);
+    let foreign = errors().any(|f| f.foreign);
     if o.refused {
-        writeln!(out, "refused: {} has damage to acknowledged records; nothing was changed", dir.display())?;
-        for f in o.found.iter().filter(|f| f.severity == Severity::Error) {
+        let what = match (damage, foreign) {
+            (true, true) => "has damage to acknowledged records and a foreign file",
+            (false, true) => "holds a file that is not part of the log",
+            _ => "has damage to acknowledged records",
+        };
+        writeln!(out, "refused: {} {what}; nothing was changed", dir.display())?;
+        for f in errors() {
             finding(out, f)?;
         }
-        return writeln!(
-            out,
-            "run `strata recover --force {}` to cut the log at the damage (the damaged segment is kept as .corrupt)",
-            dir.display()
-        );
+        let dir = dir.display();
+        if damage {
+            writeln!(
+                out,
+                "run `strata recover --force {dir}` to cut the log at the damage (the damaged segment is kept as .corrupt)"
+            )?;
+        }
+        if foreign {
+            writeln!(
+                out,
+                "run `strata recover --force {dir}` to set the foreign file aside as .foreign (it holds no record of \
+                 the log: nothing is lost)"
+            )?;
+        }
+        return Ok(());
     }
     if o.dry_run {
         writeln!(out, "dry run: nothing was changed")?;
-        let end = b.next_offset.max(o.recovery_point.unwrap_or(0));
         let rp = o.recovery_point.map_or_else(|| "none".to_owned(), |rp| rp.to_string());
-        writeln!(out, "log: {} valid; recovery point {rp}", shape(b.start_offset, end, b.records, b.bytes))?;
+        writeln!(out, "log: {} valid; recovery point {rp}", shape(b.start_offset, b.next_offset, b.records, b.bytes))?;
         let plan = plan(o, force);
         if plan.is_empty() {
             writeln!(out, "recovery would scan the log and find nothing to repair")?;
         }
         for line in plan {
-            writeln!(out, "would {line}")?;
+            writeln!(out, "{line}")?;
         }
         return Ok(());
     }
@@ -262,20 +326,10 @@ pub fn recover(out: &mut dyn Write, dir: &Path, o: &RecoverOutcome, force: bool)
         o.recovery_point.unwrap_or(a.next_offset)
     )?;
     let mut changed = false;
-    if o.records_removed > 0 || o.bytes_removed > 0 || o.offsets_removed.is_some() {
+    let damaged_bytes = o.damaged_bytes_removed.unwrap_or(0);
+    if o.records_removed > 0 || o.bytes_removed > 0 || damaged_bytes > 0 || o.offsets_removed.is_some() {
         changed = true;
-        let offsets = match o.offsets_removed {
-            Some([first, last]) if first == last => format!("offset {first} ("),
-            Some([first, last]) => format!("offsets {first}–{last} ("),
-            None => "(".to_owned(),
-        };
-        writeln!(
-            out,
-            "removed {offsets}{} {}, {} of data) from the end",
-            o.records_removed,
-            plural(o.records_removed, "record", "records"),
-            human_bytes(o.bytes_removed)
-        )?;
+        writeln!(out, "removed {} from the end", removed(o))?;
     }
     if o.indexes_rebuilt > 0 {
         changed = true;
@@ -292,8 +346,19 @@ pub fn recover(out: &mut dyn Write, dir: &Path, o: &RecoverOutcome, force: bool)
         changed = true;
         writeln!(out, "kept the damaged segment as {}", f.display())?;
     }
+    for f in &o.files_kept_foreign {
+        changed = true;
+        writeln!(out, "set aside {} (not part of the log; nothing of the log was in it)", f.display())?;
+    }
     if o.acknowledged_records_lost > 0 {
-        writeln!(out, "lost {} acknowledged records (below the recovery point)", o.acknowledged_records_lost)?;
+        let n = o.acknowledged_records_lost;
+        // Records in damaged batches count as lost, but could not be counted as valid ones removed.
+        let damaged = match n.saturating_sub(o.records_removed) {
+            0 => String::new(),
+            d if d == n => " in the damaged data".to_owned(),
+            d => format!(", {d} of them in the damaged data"),
+        };
+        writeln!(out, "lost {n} acknowledged {} (below the recovery point){damaged}", plural(n, "record", "records"))?;
     }
     if !changed {
         writeln!(out, "nothing to repair")?;
@@ -301,23 +366,59 @@ pub fn recover(out: &mut dyn Write, dir: &Path, o: &RecoverOutcome, force: bool)
     Ok(())
 }
 
-/// What recovery would do, from what the read-only check found.
+/// What a cut removes: `offsets 84–199 (29 valid records, 720 B, and 2.1 KiB of torn or damaged
+/// data)`, or `59 B of torn or damaged data (no whole record)`.
+fn removed(o: &RecoverOutcome) -> String {
+    let mut parts = Vec::new();
+    if o.records_removed > 0 || o.bytes_removed > 0 {
+        let n = o.records_removed;
+        parts.push(format!("{n} valid {}, {}", plural(n, "record", "records"), human_bytes(o.bytes_removed)));
+    }
+    match o.damaged_bytes_removed {
+        Some(0) => {}
+        Some(bytes) => parts.push(format!("{} of torn or damaged data", human_bytes(bytes))),
+        None => parts.push("the torn or damaged data".to_owned()),
+    }
+    let details = parts.join(", and ");
+    match o.offsets_removed {
+        Some([first, last]) if first == last => format!("offset {first} ({details})"),
+        Some([first, last]) => format!("offsets {first}–{last} ({details})"),
+        None if o.records_removed == 0 => format!("{details} (no whole record)"),
+        None => details,
+    }
+}
+
+/// What recovery would do, from what the read-only check found, a sentence per line.
 fn plan(o: &RecoverOutcome, force: bool) -> Vec<String> {
     let mut lines = Vec::new();
+    let (mut loss, mut refused) = (false, false);
     for f in &o.found {
         let file = f.file.display();
         let position = f.position;
         let line = match (f.severity, f.data) {
-            (Severity::Error, true) if force => format!(
-                "cut the log at {file} position {position} ({}), keeping the segment as .corrupt: acknowledged records are lost",
-                f.problem
-            ),
+            (Severity::Error, _) if f.foreign => {
+                // "foreign: <why>; `strata recover --force` sets it aside as .foreign"
+                let why = f.problem.split_once(';').map_or(f.problem.as_str(), |(why, _)| why);
+                if force {
+                    format!("set aside {file} as .foreign ({why}): it holds no record of the log, nothing is lost")
+                } else {
+                    format!(
+                        "refuse: {file} is not part of the log ({why}); --force would set it aside as .foreign, losing nothing"
+                    )
+                }
+            }
+            (Severity::Error, true) if force => {
+                loss = true;
+                format!("cut the log at {file} position {position} ({}), keeping the segment as .corrupt", f.problem)
+            }
             (Severity::Error, true) => {
+                refused = true;
                 format!("refuse: {file} is damaged at position {position} ({}); --force would cut it there", f.problem)
             }
             (Severity::Error, false) => format!("rebuild or replace {file} ({})", f.problem),
             (Severity::Note, _) if f.problem.starts_with("torn tail") => {
-                format!("cut the torn tail of {file}: {}", f.problem)
+                loss = true;
+                format!("cut the torn tail of {file} at position {position}: {}", f.problem)
             }
             (Severity::Note, _) if f.problem.starts_with("missing: the next open rebuilds") => {
                 format!("rebuild {file}")
@@ -328,7 +429,16 @@ fn plan(o: &RecoverOutcome, force: bool) -> Vec<String> {
             }
             (Severity::Note, _) => continue,
         };
-        lines.push(line);
+        lines.push(format!("would {line}"));
+    }
+    let lost = match o.acknowledged_records_lost {
+        0 => String::new(),
+        n => format!(", losing about {n} acknowledged {}", plural(n, "record", "records")),
+    };
+    if loss {
+        lines.push(format!("would remove {} from the end{lost}", removed(o)));
+    } else if refused {
+        lines.push(format!("--force would remove {} from the end{lost}", removed(o)));
     }
     lines
 }
@@ -346,14 +456,17 @@ pub fn admin(out: &mut dyn Write, dir: &Path, r: &AdminReport) -> io::Result<()>
         ),
         "truncate" => writeln!(out, "nothing removed: the log ends at {}", r.next_after),
         "delete-before" if r.start_after > r.start_before => {
-            let segments = r.segments_before.saturating_sub(r.segments_after);
+            let segments = match r.segments_before.saturating_sub(r.segments_after) {
+                0 => "no segment was wholly below it".to_owned(),
+                1 => "1 whole segment removed".to_owned(),
+                n => format!("{n} whole segments removed"),
+            };
             writeln!(
                 out,
-                "deleted offsets {}–{} in {dir}: the log now starts at {}; {segments} whole {} removed",
+                "deleted offsets {}–{} in {dir}: the log now starts at {}; {segments}",
                 r.start_before,
                 r.start_after - 1,
                 r.start_after,
-                plural(segments, "segment", "segments")
             )
         }
         "delete-before" => writeln!(out, "nothing deleted: the log starts at {}", r.start_after),

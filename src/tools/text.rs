@@ -47,6 +47,24 @@ pub fn parse_time_ms(text: &str) -> Result<i64, String> {
     i64::try_from(parsed.unix_timestamp_nanos() / 1_000_000).map_err(|_| format!("{text:?} is out of range"))
 }
 
+/// The latest timestamp a record may carry: 9999-12-31T23:59:59.999Z, the last one ISO 8601 writes
+/// with four year digits.
+pub const MAX_RECORD_TIME_MS: i64 = 253_402_300_799_999;
+
+/// [`parse_time_ms`] for a record's own timestamp, which must be from the epoch (records cannot
+/// carry a negative one) up to [`MAX_RECORD_TIME_MS`].
+pub fn parse_record_time_ms(text: &str) -> Result<i64, String> {
+    let ms = parse_time_ms(text)?;
+    if !(0..=MAX_RECORD_TIME_MS).contains(&ms) {
+        return Err(format!(
+            "{:?} is out of range: a record's timestamp is from 1970-01-01T00:00:00Z (0) to \
+             9999-12-31T23:59:59.999Z ({MAX_RECORD_TIME_MS} ms)",
+            text.trim()
+        ));
+    }
+    Ok(ms)
+}
+
 /// Fills in what RFC 3339 requires and ISO 8601 users often leave out: a time for a bare date,
 /// seconds, and the UTC offset; a space between date and time becomes `T`.
 fn normalise_iso(text: &str) -> String {
@@ -137,6 +155,9 @@ mod tests {
         assert_eq!(parse_time_ms("2026-11-30"), Ok(1_795_996_800_000));
         assert_eq!(parse_time_ms("2026-11-30T05:20:00.250"), Ok(1_796_016_000_250));
         assert!(parse_time_ms("yesterday").is_err());
+        assert!(parse_record_time_ms("-5").is_err_and(|e| e.contains("1970-01-01T00:00:00Z")));
+        assert!(parse_record_time_ms("99999999999999999").is_err());
+        assert_eq!(parse_record_time_ms("9999-12-31T23:59:59.999Z"), Ok(MAX_RECORD_TIME_MS));
         assert_eq!(iso_ms(1_796_016_000_250), "2026-11-30T05:20:00.250Z");
     }
 
