@@ -10,7 +10,8 @@ use crate::config::{LogConfig, ReadPath};
 use crate::error::{Corruption, Error, Result};
 use crate::format::{
     CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, CLEANER_CHECKPOINT_FILE, CORRUPT_SUFFIX, DELETED_SUFFIX,
-    FOREIGN_SUFFIX, INDEX_SUFFIX, LOCK_FILE, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TMP_SUFFIX, parse_file_name,
+    FOREIGN_SUFFIX, INDEX_SUFFIX, LOCK_FILE, LOG_SUFFIX, REMOVED_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TMP_SUFFIX,
+    parse_file_name,
 };
 use crate::log::index::{IndexEntry, check_entries};
 use crate::log::walk::{BatchPos, Stop, walk_file};
@@ -159,9 +160,10 @@ impl DumpOptions {
 }
 
 /// The name a file set aside by `recover --force` had: a damaged segment kept as `X.log.corrupt`
-/// (or `.corrupt.2`), a foreign file kept as `X.log.foreign` (or `.foreign.2`) → `X.log`.
+/// (or `.corrupt.2`), a healthy one after the damage as `X.log.removed`, a foreign file as
+/// `X.log.foreign` (or `.foreign.2`) → `X.log`.
 fn set_aside_original(name: &str) -> Option<&str> {
-    let at = name.find(CORRUPT_SUFFIX).or_else(|| name.find(FOREIGN_SUFFIX))?;
+    let at = [CORRUPT_SUFFIX, REMOVED_SUFFIX, FOREIGN_SUFFIX].iter().find_map(|suffix| name.find(suffix))?;
     Some(&name[..at])
 }
 
@@ -820,6 +822,8 @@ pub struct RecoverOutcome {
     pub files_deleted: Vec<PathBuf>,
     /// Damaged segments kept as `.corrupt`.
     pub files_kept_corrupt: Vec<PathBuf>,
+    /// Healthy segments after the damage, removed from the log and kept as `.removed`.
+    pub files_kept_removed: Vec<PathBuf>,
     /// Files that did not belong to the log (DESIGN.md §4), set aside as `.foreign`: nothing of the
     /// log was in them.
     pub files_kept_foreign: Vec<PathBuf>,
@@ -957,6 +961,7 @@ pub fn recover(dir: &Path, options: RecoverOptions) -> Result<RecoverOutcome> {
     outcome.indexes_rebuilt = report.indexes_rebuilt;
     outcome.files_deleted = report.files_deleted;
     outcome.files_kept_corrupt = report.files_kept_corrupt;
+    outcome.files_kept_removed = report.files_kept_removed;
     outcome.files_kept_foreign = report.files_kept_foreign;
     outcome.recovery_point = Some(report.recovery_point);
     Ok(outcome)
@@ -1145,6 +1150,13 @@ fn note_leftovers(dir: &Path, report: &mut VerifyReport) -> Result<()> {
             report.findings.push(Finding::note(
                 &path,
                 "a copy of a damaged segment kept by `strata recover --force`, never read; delete it once inspected",
+            ));
+        }
+        if is_set_aside(name, REMOVED_SUFFIX) {
+            report.findings.push(Finding::note(
+                &path,
+                "a healthy segment that followed damage, removed from the log by `strata recover --force` and \
+                 kept, never read; its records are not in the log",
             ));
         }
         if is_set_aside(name, FOREIGN_SUFFIX) {

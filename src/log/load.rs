@@ -213,9 +213,16 @@ fn load_read_only_once(dir: &Path, config: &LogConfig) -> Result<Loaded> {
     let started = Instant::now();
     let checkpoint = read_checkpoint(dir)?;
     let mut files = list_segments(dir)?;
-    // A foreign empty `.log` (not the last) holds nothing: read around it.
+    // A foreign empty `.log` (not the last, or the last but not continuing the one before it)
+    // holds nothing: read around it.
     let last = files.last().map(|f| f.base);
     files.retain(|f| f.len > 0 || Some(f.base) == last);
+    if let [.., previous, last] = files[..]
+        && last.len == 0
+        && recover::segment_end(dir, previous)? != last.base
+    {
+        files.pop();
+    }
     let Some(last) = files.last() else {
         return Err(Error::io("open read-only", dir)(std::io::ErrorKind::NotFound.into()));
     };

@@ -170,7 +170,7 @@ fn scan_from(
 
 /// Where a segment's data ends (the offset after its last batch), from its last index entry (a
 /// short walk), or from its start if the index is missing or does not lead to a batch. Reads only.
-fn segment_end(dir: &Path, file: SegmentFile) -> Result<u64> {
+pub(crate) fn segment_end(dir: &Path, file: SegmentFile) -> Result<u64> {
     let paths = SegmentPaths::new(dir, file.base);
     let indexed = last_index_entry(&paths.index).filter(|e| u64::from(e.position) < file.len);
     let from_start = BatchPos { position: 0, expected: file.base };

@@ -346,6 +346,10 @@ pub fn recover(out: &mut dyn Write, dir: &Path, o: &RecoverOutcome, force: bool)
         changed = true;
         writeln!(out, "kept the damaged segment as {}", f.display())?;
     }
+    for f in &o.files_kept_removed {
+        changed = true;
+        writeln!(out, "kept {} (a healthy segment after the damage; its records left the log)", f.display())?;
+    }
     for f in &o.files_kept_foreign {
         changed = true;
         writeln!(out, "set aside {} (not part of the log; nothing of the log was in it)", f.display())?;
