@@ -68,7 +68,11 @@ pub(crate) fn recover(
     if end.next_offset.max(log_start) < recovery_point || sealed {
         let reason =
             end.reason.clone().unwrap_or(Corruption::EndsBeforeRecoveryPoint { end: end.next_offset, recovery_point });
-        tracing::error!(file = %path.display(), position = cut.1.valid_len, %reason, end = end.next_offset, recovery_point, sealed, "damage to acknowledged data");
+        // An error for a strict open (it fails); what `recover --force` was asked to repair
+        // otherwise (it says so itself, just below).
+        if config.recovery == RecoveryMode::Strict {
+            tracing::error!(file = %path.display(), position = cut.1.valid_len, %reason, end = end.next_offset, recovery_point, sealed, "damage to acknowledged data");
+        }
         accept_loss(&path, cut.1.valid_len, config, reason)?;
         // Every record of a sealed segment was durable (it was fsynced before it was trimmed): the
         // loss runs to the end of the last sealed one (the last segment's base), or to the
@@ -199,7 +203,7 @@ pub(crate) fn accept_loss(path: &Path, position: u64, config: &LogConfig, reason
     match config.recovery {
         RecoveryMode::Strict => Err(Error::corrupt(path, position, reason)),
         RecoveryMode::TruncateCorrupt => {
-            tracing::error!(file = %path.display(), position, %reason, "accepting the loss of acknowledged records (TruncateCorrupt)");
+            tracing::warn!(file = %path.display(), position, %reason, "damage to acknowledged data: cutting the log there (TruncateCorrupt)");
             Ok(())
         }
     }
