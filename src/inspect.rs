@@ -589,6 +589,19 @@ pub fn verify(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
     let log = Log::open_read_only(dir, config.clone())?;
     let mut report = VerifyReport { start_offset: log.start_offset(), ..VerifyReport::default() };
     drop(log);
+    if let Some(Ok(stored)) = Checkpoint::read(dir)?
+        && let Some(offset) = stored.pending_reset
+    {
+        // The segments are of the log before the reset; the log is empty at `offset`.
+        let note = format!(
+            "a reset to offset {offset} is in progress (or was interrupted): the log is empty there, and the next open deletes the old segments"
+        );
+        report.findings.push(Finding::note(&dir.join(CHECKPOINT_FILE), note));
+        report.start_offset = offset;
+        report.next_offset = offset;
+        report.recovery_point = Some(offset);
+        return Ok(report);
+    }
     let checkpoint = verify_checkpoint(dir, &mut report)?;
     report.recovery_point = checkpoint.map(|c| c.recovery_point);
     let files = crate::log::load::list_segments(dir)?;
@@ -732,6 +745,12 @@ pub fn open_or_undo(dir: &Path, config: LogConfig) -> Result<Log> {
         Ok(log) => return Ok(log),
         Err(e) => e,
     };
+    // Undo only under the directory's lock: another process may have created the log meanwhile
+    // (two producers starting at once), and its files are not ours to remove.
+    let Ok(_lock) = crate::log::lock_dir(dir) else { return Err(error) };
+    if matches!(error, Error::Locked { .. }) {
+        return Err(error);
+    }
     match before {
         None => {
             let _ = std::fs::remove_dir_all(dir);

@@ -191,6 +191,9 @@ pub fn remove_new_log(dir: &Path, was: DirState) {
     if !matches!(was, DirState::Missing | DirState::Empty) {
         return;
     }
+    // Only under the directory's lock: another process may have created a log there meanwhile
+    // (two producers starting at once), and its files are not ours to remove.
+    let Ok(_lock) = crate::log::lock_dir(dir) else { return };
     use crate::format::{CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, CLEANER_CHECKPOINT_FILE, LOCK_FILE, TMP_SUFFIX};
     for name in crate::log::load::dir_names(dir).unwrap_or_default() {
         let ours = crate::format::parse_file_name(&name).is_some()

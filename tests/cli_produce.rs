@@ -299,3 +299,36 @@ fn an_existing_log_keeps_its_segment_size() {
     assert!(after > before + 1, "kept rolling at about 8 KiB: {before} → {after} segments");
     assert_eq!(records(dir.path()).len(), 800);
 }
+
+/// Regression (adversarial pass): two `strata produce` starting at once on a new directory both
+/// failed (in 76 of 100 runs) and the directory was gone: the loser's "undo" of a failed open
+/// removed the winner's log. A failed open now undoes only under the directory's lock.
+#[test]
+fn two_producers_racing_on_a_new_directory_never_remove_each_others_log() {
+    for round in 0..10 {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("log");
+        let spawn = |tag: &str| {
+            let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+                .args(["produce", "-q", "--flush-policy", "never"])
+                .arg(&dir)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let input: String = (0..200).map(|i| format!("{tag}-{i}\n")).collect();
+            child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+            child
+        };
+        let (a, b) = (spawn("a"), spawn("b"));
+        let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+        let ok: Vec<bool> = [&a, &b].iter().map(|o| o.status.success()).collect();
+        assert!(ok.contains(&true), "round {round}: both failed: {} / {}", stderr(&a), stderr(&b));
+        for out in [&a, &b].iter().filter(|o| !o.status.success()) {
+            assert!(stderr(out).contains("locked"), "round {round}: {}", stderr(out));
+        }
+        let stored = records(&dir).len();
+        assert_eq!(stored, 200 * ok.iter().filter(|&&o| o).count(), "round {round}");
+    }
+}

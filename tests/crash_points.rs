@@ -192,7 +192,7 @@ fn crash_in_swap_completion_after_the_log_rename() {
 }
 
 /// An unclean log whose recovery must cut, as a crash during a roll leaves it: the recovery point in
-/// the second segment; the third still untrimmed (its preallocated zero tail) with its last batch
+/// the second segment; the third still untrimmed (its files' preallocated zero tails) with its last batch
 /// torn; two segments after it. Returns the offset where the log must end.
 fn leave_torn_log(dir: &Path) -> u64 {
     let logs = build(dir, 200);
@@ -210,6 +210,11 @@ fn leave_torn_log(dir: &Path) -> u64 {
     bytes[last] ^= 0xff; // the segment's last batch
     bytes.resize(SEGMENT_BYTES as usize, 0); // never sealed: still preallocated
     std::fs::write(&path, bytes).unwrap();
+    for index in ["index", "timeindex"] {
+        let index = path.with_extension(index);
+        let len = std::fs::metadata(&index).unwrap().len();
+        std::fs::OpenOptions::new().write(true).open(&index).unwrap().set_len(len + 4096).unwrap();
+    }
     let batches = match strata_log::inspect::dump_file(&path, false).unwrap() {
         strata_log::inspect::Dump::Log { batches, .. } => batches,
         _ => unreachable!(),

@@ -70,3 +70,39 @@ fn recover_rebuilds_a_corrupt_sealed_index() {
     let out = strata().arg("verify").arg(dir.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}{}", cli::stdout(&out), cli::stderr(&out));
 }
+
+/// Regression (adversarial pass): a crash during `recover --force` while it set aside the segments
+/// after the damage, then a plain `strata recover` (or any open), deleted those segments (151
+/// records) and called them a torn tail: the cut segment had already been re-extended and looked
+/// active. The segments are now set aside first, while the checkpoint still claims their records,
+/// and the cut comes last.
+#[test]
+fn a_crash_during_recover_force_never_deletes_what_it_keeps() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig { segment_bytes: 4096, ..LogConfig::default() };
+    let log = Log::open(dir.path(), config).unwrap();
+    for offset in 0..400 {
+        log.append(&[Record::new(&value_of(offset))]).unwrap();
+    }
+    log.close().unwrap();
+    let logs: Vec<String> = file_names(dir.path()).into_iter().filter(|n| n.ends_with(".log")).collect();
+    let damaged = dir.path().join(&logs[2]);
+    let mut bytes = std::fs::read(&damaged).unwrap();
+    bytes[200] ^= 0x20;
+    std::fs::write(&damaged, bytes).unwrap();
+    for crash in ["mid_remove=2*off->return", "after_truncate=return"] {
+        let work = tempfile::tempdir().unwrap();
+        common::copy_dir(dir.path(), work.path());
+        let out = strata().args(["recover", "--force"]).arg(work.path()).env("FAILPOINTS", crash).output().unwrap();
+        assert_eq!(out.status.code(), Some(strata_log::failpoint::CRASH_EXIT_CODE), "{crash}");
+        // Whatever a later recovery does (refuse, or finish the cut), no record after the damage
+        // is deleted: each later segment is still a `.log` or kept as `.removed`.
+        let _ = strata().arg("recover").arg(work.path()).output().unwrap();
+        let _ = strata().args(["recover", "--force"]).arg(work.path()).output().unwrap();
+        let names = file_names(work.path());
+        for later in &logs[3..] {
+            let kept = names.contains(later) || names.contains(&format!("{later}.removed"));
+            assert!(kept, "{crash}: {later} was deleted: {names:?}");
+        }
+    }
+}

@@ -492,8 +492,11 @@ fn produce(args: ProduceArgs, out: &mut dyn Write) -> Result<ExitCode, ToolError
         tools::produce(move || inspect::open_or_undo(&dir, config), io::stdin(), out, &options, &stop);
     if let Err(error) = produced {
         if summary.records == 0 {
-            // Nothing stored: a log this produce made is taken back.
-            tools::remove_new_log(&args.dir, was);
+            // Nothing stored: a log this produce made is taken back (not one another process
+            // holds: it made that one, and may still be writing it).
+            if !matches!(error, ToolError::Log(Error::Locked { .. })) {
+                tools::remove_new_log(&args.dir, was);
+            }
         } else if args.json {
             say!("{}", serde_json::to_string(&summary).map_err(io::Error::from)?);
         } else if tracing::enabled!(tracing::Level::ERROR) {

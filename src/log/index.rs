@@ -161,6 +161,11 @@ impl<E: IndexEntry> SparseIndex<E> {
         self.file.seal_derived()
     }
 
+    /// See [`MappedFile::release_preallocation`].
+    pub(crate) fn release_preallocation(&self) -> Result<()> {
+        self.file.release_preallocation()
+    }
+
     /// Uses only the first `entries` entries (a read-only view of an index still being written).
     pub(crate) fn limit_to(&self, entries: u64) {
         if entries < self.entries() {

@@ -211,7 +211,16 @@ fn changed_under_us(error: &Error) -> bool {
 
 fn load_read_only_once(dir: &Path, config: &LogConfig) -> Result<Loaded> {
     let started = Instant::now();
-    let checkpoint = read_checkpoint(dir)?;
+    let stored = read_stored_checkpoint(dir)?;
+    if let Some(offset) = stored.and_then(|s| s.pending_reset) {
+        // A reset to `offset` is under way (or a crash interrupted it): its segments are of the
+        // old log, and the log is empty at `offset` (the next open completes the reset).
+        let empty = LogSegment::open_read_only(dir, offset, 0, offset, None, config);
+        let report = RecoveryReport { segments_loaded: 1, recovery_point: offset, ..RecoveryReport::default() };
+        let live_tail = None;
+        return Ok(Loaded { segments: vec![empty], next_offset: offset, log_start_offset: offset, report, live_tail });
+    }
+    let checkpoint = stored.map(|s| s.checkpoint);
     let mut files = list_segments(dir)?;
     // A foreign empty `.log` (not the last, or the last but not continuing the one before it)
     // holds nothing: read around it.
@@ -266,12 +275,8 @@ fn load_read_only_once(dir: &Path, config: &LogConfig) -> Result<Loaded> {
     Ok(Loaded { segments, next_offset, log_start_offset, report, live_tail: Some(live_tail) })
 }
 
-/// Step 1: the checkpoint. A missing or damaged one means "scan everything" (logged).
-fn read_checkpoint(dir: &Path) -> Result<Option<Checkpoint>> {
-    Ok(read_stored_checkpoint(dir)?.map(|s| s.checkpoint))
-}
-
-/// [`read_checkpoint`] with what the file says besides the checkpoint (a reset in progress).
+/// Step 1: the checkpoint, with what the file says besides it (a reset in progress). A missing or
+/// damaged one means "scan everything" (logged).
 fn read_stored_checkpoint(dir: &Path) -> Result<Option<Stored>> {
     match Checkpoint::read(dir)? {
         Some(Ok(stored)) => Ok(Some(stored)),

@@ -84,7 +84,13 @@ impl Preallocator {
                 return Err(Error::io("rename", target)(e));
             }
         }
-        LogSegment::open_fresh(&self.dir, base, &self.config).map(Some)
+        // Opening can fail (no descriptor left): the renamed files hold nothing, and left in place
+        // they would make the next roll's create of the same names fail.
+        LogSegment::open_fresh(&self.dir, base, &self.config).map(Some).inspect_err(|_| {
+            for path in targets {
+                let _ = storage::remove_if_exists(path);
+            }
+        })
     }
 
     /// The event: prepares the files named `n` and offers them to the next roll.

@@ -17,6 +17,7 @@ use crate::log::index_plan::write_index_files;
 use crate::log::load::{Access, Loaded, RecoveryReport, SegmentFile, open_segments, scan_file, scan_file_from};
 use crate::log::offset_index::OffsetEntry;
 use crate::log::segment::SegmentPaths;
+use crate::log::time_index::TimeEntry;
 use crate::log::walk::{self, BatchPos, Scan, Stop};
 use crate::storage::{self, MappedFile};
 
@@ -52,8 +53,11 @@ pub(crate) fn recover(
         RecoveryMode::Strict => files.iter().rposition(|f| f.base <= recovery_point).unwrap_or(0),
     };
     // The first segment scanned must continue the one before it; if it does not (a foreign file,
-    // or data missing), scan that one too, so the scan can tell which (DESIGN.md §4).
-    if first > 0 && segment_end(dir, files[first - 1])? != files[first].base {
+    // or data missing), scan that one too, so the scan can tell which (DESIGN.md §4). Not past the
+    // segment holding the log start offset: what lies before it is deleted records or a stray file
+    // below the log, never part of the chain.
+    let start_segment = files.iter().rposition(|f| f.base <= log_start).unwrap_or(0);
+    if first > start_segment && segment_end(dir, files[first - 1])? != files[first].base {
         first -= 1;
     }
     tracing::info!(dir = %dir.display(), recovery_point, from_segment = files[first].base, "unclean shutdown: scanning");
@@ -62,7 +66,7 @@ pub(crate) fn recover(
     let path = SegmentPaths::new(dir, cut.0.base).log;
     let rest = &files[first + end.consumed..];
     let after = rest.first().map(|f| f.base);
-    let sealed = end.reason.is_some() && after.is_some() && was_sealed(dir, cut.0, cut.1.valid_len, config)?;
+    let sealed = end.reason.is_some() && after.is_some() && was_sealed(dir, cut.0);
     // Records below the log start offset are deleted anyway: only [start, recovery point) must
     // survive (after a `reset_at` past the end, start = recovery point and nothing must).
     if end.next_offset.max(log_start) < recovery_point || sealed {
@@ -84,9 +88,17 @@ pub(crate) fn recover(
         if !matches!(end.reason, Some(Corruption::SegmentGap { .. })) {
             keep_corrupt(dir, &path, report)?;
         }
-        // Lower the recovery point first, so a crash during the cut cannot resurrect the claim.
+        // The segments after the damage are set aside (`.removed`) while the checkpoint still
+        // claims their records: a crash until then makes the next open refuse again, never take
+        // them for a torn tail and delete them.
+        remove_segments(dir, rest, config, report)?;
+        // Lower the recovery point before the cut, so a crash during it cannot resurrect the claim.
         let start = Checkpoint::read(dir)?.and_then(Result::ok).map_or(0, |c| c.checkpoint.log_start_offset);
         Checkpoint { log_start_offset: start, recovery_point: end.next_offset }.write(dir)?;
+        for file in &end.foreign {
+            set_aside_foreign(dir, file.base, report)?;
+        }
+        return apply(dir, &files[..first], end, &[], config, report);
     } else if let Some(reason) = &end.reason {
         tracing::warn!(file = %path.display(), position = cut.1.valid_len, %reason, "torn tail: the log ends here");
     }
@@ -94,6 +106,18 @@ pub(crate) fn recover(
         set_aside_foreign(dir, file.base, report)?;
     }
     apply(dir, &files[..first], end, rest, config, report)
+}
+
+/// Removes the segments after the end of the recovered log (kept as `.removed` under
+/// `TruncateCorrupt`), then fsyncs the directory.
+fn remove_segments(dir: &Path, removed: &[SegmentFile], config: &LogConfig, report: &mut RecoveryReport) -> Result<()> {
+    for &file in removed {
+        remove_segment(dir, file, config, report)?;
+    }
+    if !removed.is_empty() {
+        storage::sync_dir(dir)?;
+    }
+    Ok(())
 }
 
 /// A foreign `.log` (DESIGN.md §4): in `Strict` mode the open fails naming it, and nothing changes;
@@ -126,9 +150,31 @@ pub(crate) fn set_aside_foreign(dir: &Path, base: u64, report: &mut RecoveryRepo
 /// Whether a segment that is not the last one was sealed (fsynced, then trimmed) before the crash:
 /// then an invalid batch in it, or a gap after it, cannot be a torn write, whatever the recovery
 /// point says (a missing or old checkpoint must not turn damage into a silent cut of every later
-/// segment). A segment still carrying its preallocated zero tail was not sealed.
-fn was_sealed(dir: &Path, file: SegmentFile, valid_len: u64, config: &LogConfig) -> Result<bool> {
-    Ok(file.len < config.segment_bytes || data_end(dir, file, valid_len)? == file.len)
+/// segment). Judged from the files alone (the configured segment size may have changed since):
+/// sealing trims the indexes, while an unsealed segment's are still preallocated, their unused
+/// tail zero entries. (Not from the `.log`: a batch may well end in zero bytes.) An index exactly
+/// full, or no index at all, reads as sealed: the misjudgment refuses, it never cuts silently.
+fn was_sealed(dir: &Path, file: SegmentFile) -> bool {
+    let paths = SegmentPaths::new(dir, file.base);
+    let preallocated = index_has_zero_tail(&paths.index, OffsetEntry::LEN)
+        .or_else(|| index_has_zero_tail(&paths.time_index, TimeEntry::LEN));
+    preallocated != Some(true)
+}
+
+/// Whether an index file ends in an all-zero entry of `entry` bytes (the unused tail of a
+/// preallocated index); `None` if it cannot be read. Only a file of two entries or more can tell:
+/// a real entry may be all zeros only as the first one (relative offset 0 at position 0, or at
+/// timestamp 0), as later entries' relative offsets grow.
+fn index_has_zero_tail(path: &Path, entry: usize) -> Option<bool> {
+    use std::os::unix::fs::FileExt as _;
+    let file = fs::File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    if len < 2 * entry as u64 {
+        return Some(false);
+    }
+    let mut last = vec![0u8; entry];
+    file.read_exact_at(&mut last, len - entry as u64).ok()?;
+    Some(last.iter().all(|&b| b == 0))
 }
 
 /// Phase 1, read only: scans segment after segment until one ends early.
@@ -247,6 +293,8 @@ fn apply(
     config: &LogConfig,
     report: &mut RecoveryReport,
 ) -> Result<Loaded> {
+    // The segments after the end go first (before the last kept one is cut and re-extended).
+    remove_segments(dir, removed, config, report)?;
     let count = end.kept.len();
     let mut files = older.to_vec();
     for (i, (file, mut scan)) in end.kept.into_iter().enumerate() {
@@ -280,12 +328,6 @@ fn apply(
         files.push(SegmentFile { base: file.base, len: scan.valid_len, id: None });
     }
     crash_point!("after_truncate");
-    for &file in removed {
-        remove_segment(dir, file, config, report)?;
-    }
-    if !removed.is_empty() {
-        storage::sync_dir(dir)?;
-    }
     open_segments(dir, &files, end.next_offset, config)
 }
 

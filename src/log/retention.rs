@@ -71,6 +71,11 @@ impl Shared {
         if start <= self.start_offset() {
             return Ok((self.start_offset(), 0));
         }
+        // A segment's end is taken from the next one's base: a foreign file there (DESIGN.md §4)
+        // would make a segment holding records at or past `start` look wholly below it.
+        for segment in self.segments.all().iter().skip(1).take_while(|s| s.base_offset() <= start) {
+            self.check_continuity(segment)?;
+        }
         // The checkpoint first: from here on no crash brings the records below `start` back. A
         // failure (a full disk, say) changes nothing.
         self.write_checkpoint_new_start(start)?;
@@ -92,6 +97,7 @@ impl Shared {
         let mut renamed = Vec::with_capacity(doomed.len());
         for segment in &doomed {
             renamed.push(segment.rename_deleted()?);
+            segment.release_preallocation()?;
         }
         storage::sync_dir(&self.dir)?;
         self.rolled.lock().retain(|r| doomed.iter().all(|d| !Arc::ptr_eq(r, d)));

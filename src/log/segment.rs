@@ -84,17 +84,21 @@ impl LogSegment {
     /// Creates an empty active segment able to hold at least `min_bytes`.
     pub(crate) fn create(dir: &Path, base_offset: u64, config: &LogConfig, min_bytes: u64) -> Result<LogSegment> {
         let paths = SegmentPaths::new(dir, base_offset);
-        let created = (|| {
+        let reads = config.read_path;
+        // Leave nothing half-created behind (the next roll creates the same names again), but
+        // remove only what this call created: a file already there (create_new fails) is not ours.
+        let mut created: Vec<&Path> = Vec::new();
+        let made = (|| {
             error_point!("create_segment", &paths.log);
-            let reads = config.read_path;
-            let log = MappedFile::create(&paths.log, config.segment_bytes.max(min_bytes), reads, SEGMENT_ADVICE)?;
-            let offset_index = OffsetIndex::create(&paths.index, config.index_bytes, reads)?;
+            let log = MappedFile::create(&paths.log, config.segment_bytes.max(min_bytes), reads, SEGMENT_ADVICE)
+                .inspect(|_| created.push(&paths.log))?;
+            let offset_index =
+                OffsetIndex::create(&paths.index, config.index_bytes, reads).inspect(|_| created.push(&paths.index))?;
             let time_index = TimeIndex::create(&paths.time_index, config.index_bytes, reads)?;
             Ok((log, offset_index, time_index))
         })();
-        let (log, offset_index, time_index) = created.inspect_err(|_| {
-            // Leave nothing half-created behind: the next roll creates the same names again.
-            for path in [&paths.log, &paths.index, &paths.time_index] {
+        let (log, offset_index, time_index) = made.inspect_err(|_| {
+            for path in &created {
                 let _ = storage::remove_if_exists(path);
             }
         })?;
@@ -446,6 +450,18 @@ impl LogSegment {
 
     pub(crate) fn mark_continuity_checked(&self) {
         self.continuity_checked.store(true, Ordering::Release);
+    }
+
+    /// Gives back the preallocated space of an active (or rolled, unsealed) segment being removed:
+    /// as `.deleted` it may wait `file_delete_delay_ms` with its reader, and a whole preallocated
+    /// segment per reset would fill the disk.
+    pub(crate) fn release_preallocation(&self) -> Result<()> {
+        if self.is_sealed() {
+            return Ok(());
+        }
+        self.log.release_preallocation()?;
+        self.offset_index.release_preallocation()?;
+        self.time_index.release_preallocation()
     }
 
     /// Whether the segment was retired: deleted, or being cut by a truncation.

@@ -673,19 +673,26 @@ impl Shared {
     /// return another log's records: `Error::Corrupt` naming it (`strata recover --force` sets it
     /// aside). A clean open does not check this (it would cost a read of every segment); the
     /// unclean open's scan, `verify` and `recover` do.
+    ///
+    /// Only from the segment holding the log start offset on: what lies before it is deleted
+    /// records (or a stray file below the log), and the first readable segment follows nothing.
+    /// Operations that trust a segment's end (prefix deletion, truncation) check it too.
     pub(crate) fn check_continuity(&self, segment: &Arc<LogSegment>) -> Result<()> {
         if segment.continuity_checked() {
             return Ok(());
         }
         let base = segment.base_offset();
-        let previous = base.checked_sub(1).and_then(|before| self.segments.floor(before));
-        if let Some(previous) = previous.filter(|p| !p.is_retired()) {
-            previous.ensure_indexes_checked()?;
-            if let Some(end) = previous.data_end()?
-                && end > base
-            {
-                let why = "its base offset falls inside the previous segment's offsets";
-                return Err(Error::corrupt(segment.log_path(), 0, Corruption::ForeignFile(why)));
+        let start_base = self.segments.floor(self.start_offset()).map(|s| s.base_offset());
+        if start_base.is_some_and(|start_base| base > start_base) {
+            let previous = base.checked_sub(1).and_then(|before| self.segments.floor(before));
+            if let Some(previous) = previous.filter(|p| !p.is_retired()) {
+                previous.ensure_indexes_checked()?;
+                if let Some(end) = previous.data_end()?
+                    && end > base
+                {
+                    let why = "its base offset falls inside the previous segment's offsets";
+                    return Err(Error::corrupt(segment.log_path(), 0, Corruption::ForeignFile(why)));
+                }
             }
         }
         segment.mark_continuity_checked();

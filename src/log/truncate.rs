@@ -45,6 +45,12 @@ impl Shared {
         let rounds = self.hold_rounds()?;
         debug_assert!(self.rolled.lock().is_empty(), "a round seals every rolled segment");
         let segment = self.segments.floor(offset).ok_or_else(out_of_range)?;
+        // The cut segment and the one after it must be the log's (DESIGN.md §4): a foreign file
+        // would be cut, or taken for where the cut segment ends.
+        self.check_continuity(&segment)?;
+        if let Some(after) = self.segments.from(segment.base_offset() + 1).first() {
+            self.check_continuity(after)?;
+        }
         let at = match segment.locate(offset)? {
             Located::At(at) | Located::End(at) => at,
             Located::Retired => return Err(out_of_range()),

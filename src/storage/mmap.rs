@@ -68,11 +68,15 @@ enum State {
 
 impl MappedFile {
     /// Creates `path` (which must not exist), preallocated to `capacity` bytes.
+    /// A failure after the file was created removes it again.
     pub(crate) fn create(path: &Path, capacity: u64, reads: ReadPath, advice: &'static str) -> Result<MappedFile> {
         let file =
             OpenOptions::new().read(true).write(true).create_new(true).open(path).map_err(Error::io("create", path))?;
-        allocate(&file, path, capacity, advice)?;
-        MappedFile::writable(path, file, 0, capacity, reads, advice)
+        allocate(&file, path, capacity, advice)
+            .and_then(|()| MappedFile::writable(path, file, 0, capacity, reads, advice))
+            .inspect_err(|_| {
+                let _ = std::fs::remove_file(path);
+            })
     }
 
     /// Opens an existing file for appends after its first `len` bytes, re-extended to `capacity`.
@@ -361,6 +365,16 @@ impl MappedFile {
         }
         *state = State::Sealed { map: None };
         self.len.store(len, Ordering::Release);
+    }
+
+    /// Gives back the preallocated space past the published bytes of a writable file that is being
+    /// removed (it may wait as `.deleted` for a while): the file is cut to its published length.
+    /// Readers never read past it, and no append comes any more, so nothing reads what goes.
+    pub(crate) fn release_preallocation(&self) -> Result<()> {
+        if let State::Writable { file, .. } = &*self.state.read() {
+            file.set_len(self.len()).map_err(|e| self.io_error("trim", e))?;
+        }
+        Ok(())
     }
 
     /// Publishes fewer bytes (a read-only view using a prefix of a file still being written).
