@@ -33,7 +33,8 @@
 //! `append_after_data` (after a batch's bytes are stored), `fdatasync`,
 //! `fsync_directory`, `write_checkpoint` (before anything is written), `checkpoint_fdatasync` (the
 //! checkpoint's slot written, its fdatasync failing); `fallocate_enospc` makes every preallocation fail as on a
-//! full disk (`Error::DiskFull`).
+//! full disk (`Error::DiskFull`), `new_file_enospc` every file written whole (a checkpoint, a
+//! marker) replaced atomically.
 
 /// The exit status of a process stopped at a crash point.
 pub const CRASH_EXIT_CODE: i32 = 86;

@@ -585,7 +585,45 @@ impl VerifyReport {
 /// [`Log::open_read_only`]; safe on a live log, where a torn tail is the batch being written).
 /// A problem that follows from one already found (a gap after a damaged segment, the log ending
 /// before its recovery point because of it) is not reported twice.
+///
+/// Beside a live writer, files change under the check: a segment sealed (trimmed), deleted by
+/// retention, rolled in. A check that found a problem, or a file gone, while the segments changed
+/// is done again (up to 20 times), so what it reports was there in one settled listing.
 pub fn verify(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
+    const ATTEMPTS: u32 = 20;
+    let mut attempt = 1;
+    loop {
+        let before = settled_listing(dir)?;
+        let result = verify_once(dir, config);
+        let settled = settled_listing(dir)? == before;
+        let again = match &result {
+            Ok(report) => !settled && !report.is_clean(),
+            Err(e) => vanished(e) || (!settled && matches!(e, Error::Corrupt { .. })),
+        };
+        if !again || attempt == ATTEMPTS {
+            return result;
+        }
+        tracing::debug!(attempt, "the log changed during the check; checking again");
+        attempt += 1;
+        std::thread::sleep(std::time::Duration::from_millis(5 * u64::from(attempt)));
+    }
+}
+
+/// A segment's base offset, identity, and length (`None` for the last).
+type ListedSegment = (u64, Option<crate::storage::FileId>, Option<u64>);
+
+/// The segments of `dir` as a live writer changes them: every `.log` with its identity, and the
+/// length of all but the last (appends to the last are no change for a check).
+fn settled_listing(dir: &Path) -> Result<Vec<ListedSegment>> {
+    let files = match crate::log::load::list_segments(dir) {
+        Err(e) if vanished(&e) => return Ok(Vec::new()), // a file went between listing and stat
+        files => files?,
+    };
+    let count = files.len();
+    Ok(files.iter().enumerate().map(|(i, f)| (f.base, f.id, (i + 1 < count).then_some(f.len))).collect())
+}
+
+fn verify_once(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
     let log = Log::open_read_only(dir, config.clone())?;
     let mut report = VerifyReport { start_offset: log.start_offset(), ..VerifyReport::default() };
     drop(log);
@@ -608,7 +646,6 @@ pub fn verify(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
     let mut expected = files.first().map_or(0, |f| f.base);
     let mut damaged = false;
     let mut walked_any = false;
-    let largest = files.iter().map(|f| f.len).max().unwrap_or(0);
     for (i, file) in files.iter().enumerate() {
         let path = crate::log::segment::SegmentPaths::new(dir, file.base);
         let last = i + 1 == files.len();
@@ -641,7 +678,7 @@ pub fn verify(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
         report.batches += walked.batches.iter().filter(|b| b.status == "ok").count() as u64;
         report.records += check.records;
         report.bytes += walked.valid_len;
-        let sealed = !last && (file.len < largest || ends_in_data(&path.log, file.len)?);
+        let sealed = !last && crate::log::recover::was_sealed(dir, *file);
         damaged |= judge_end(&path.log, &walked, file.len, (last, sealed), report.recovery_point, &mut report);
         verify_indexes(&path.index, &path.time_index, file.base, &walked, last, &mut report)?;
         expected = walked.next_offset;

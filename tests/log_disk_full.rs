@@ -134,3 +134,48 @@ fn an_index_left_short_is_re_extended_before_it_is_needed() {
     log.close().unwrap();
     drop(scenario);
 }
+
+/// Regression (adversarial pass): a log whose checkpoint was of version 1 (or missing) did not
+/// open on a full disk: the open replaces the checkpoint with a new file, which needs a block, and
+/// failed with `DiskFull`, so the user could not open the log to delete records. The old
+/// checkpoint (only older) now stays, a version 1 file is updated in place, and the first write
+/// with room replaces it by version 2.
+#[test]
+fn a_log_with_a_version_1_checkpoint_opens_on_a_full_disk() {
+    let scenario = FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), config()).unwrap();
+    for i in 0..30 {
+        append(&log, i).unwrap();
+    }
+    log.close().unwrap();
+    // A version 1 checkpoint (docs/FORMAT.md): magic, version 1, log start 0, recovery point 30, CRC.
+    let mut v1 = Vec::new();
+    v1.extend_from_slice(b"SLCP");
+    v1.extend_from_slice(&1u16.to_be_bytes());
+    v1.extend_from_slice(&0u64.to_be_bytes());
+    v1.extend_from_slice(&30u64.to_be_bytes());
+    let crc = crc32fast::hash(&v1);
+    v1.extend_from_slice(&crc.to_be_bytes());
+    std::fs::write(dir.path().join("checkpoint"), v1).unwrap();
+    fail::cfg("fallocate_enospc", "return").unwrap();
+    fail::cfg("new_file_enospc", "return").unwrap();
+    let log = Log::open(dir.path(), config()).unwrap();
+    assert_eq!(log.next_offset(), 30);
+    assert_eq!(values(&log).len(), 30);
+    let len = || std::fs::metadata(dir.path().join("checkpoint")).unwrap().len();
+    assert_eq!(len(), 26, "still the version 1 file");
+    // Deleting records (to make room) still works: the version 1 file is updated in place.
+    assert_eq!(log.delete_records_before(20).unwrap(), 20);
+    assert_eq!(len(), 26);
+    fail::remove("new_file_enospc");
+    fail::remove("fallocate_enospc");
+    append(&log, 30).unwrap();
+    log.flush().unwrap();
+    assert_eq!(len(), 8192, "replaced by version 2 once there is room");
+    log.close().unwrap();
+    let log = Log::open(dir.path(), config()).unwrap();
+    assert_eq!((log.start_offset(), log.next_offset()), (20, 31));
+    drop(log);
+    drop(scenario);
+}

@@ -61,6 +61,18 @@ impl Checkpoint {
         b
     }
 
+    /// A version 1 file (written only in place over one, on a full disk).
+    fn encode_v1(&self) -> [u8; CHECKPOINT_V1_LEN] {
+        let mut b = [0u8; CHECKPOINT_V1_LEN];
+        b[..CHECKPOINT_VERSION_POS].copy_from_slice(&CHECKPOINT_MAGIC);
+        BigEndian::write_u16(&mut b[CHECKPOINT_VERSION_POS..], CHECKPOINT_V1_VERSION);
+        BigEndian::write_u64(&mut b[CHECKPOINT_V1_LOG_START_POS..], self.log_start_offset);
+        BigEndian::write_u64(&mut b[CHECKPOINT_V1_RECOVERY_POINT_POS..], self.recovery_point);
+        let crc = crc32fast::hash(&b[..CHECKPOINT_V1_CRC_POS]);
+        BigEndian::write_u32(&mut b[CHECKPOINT_V1_CRC_POS..], crc);
+        b
+    }
+
     /// A whole version 2 file holding `self` as sequence `sequence` (the other slot empty).
     pub fn encode_file(&self, sequence: u64) -> Vec<u8> {
         self.encode_file_with(sequence, None)
@@ -116,7 +128,20 @@ impl Checkpoint {
             }
             stored => {
                 let sequence = stored.map_or(1, |s| s.sequence + 1);
-                storage::write_atomically(dir, CHECKPOINT_FILE, &self.encode_file_with(sequence, pending_reset))
+                let written =
+                    storage::write_atomically(dir, CHECKPOINT_FILE, &self.encode_file_with(sequence, pending_reset));
+                match written {
+                    // A version 1 file on a full disk: overwritten in place as version 1 (one
+                    // 26-byte write inside its first sector), so records can still be deleted to
+                    // make room; the first write with room replaces it by version 2.
+                    Err(crate::Error::DiskFull { .. })
+                        if pending_reset.is_none() && storage::file_len(&path)? == CHECKPOINT_V1_LEN as u64 =>
+                    {
+                        tracing::warn!(file = %path.display(), "disk full: checkpoint kept at version 1 for now");
+                        storage::overwrite(&path, 0, &self.encode_v1())
+                    }
+                    written => written,
+                }
             }
         }
     }

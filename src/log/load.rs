@@ -171,7 +171,16 @@ fn load_marked(dir: &Path, config: &LogConfig) -> Result<Loaded> {
     }
     report.segments_loaded = loaded.segments.len() as u64;
     report.recovery_point = loaded.next_offset;
-    Checkpoint { log_start_offset: loaded.log_start_offset, recovery_point: loaded.next_offset }.write(dir)?;
+    let checkpoint = Checkpoint { log_start_offset: loaded.log_start_offset, recovery_point: loaded.next_offset };
+    match checkpoint.write(dir) {
+        // Replacing a missing or version-1 checkpoint needs a block. The one on disk (or none)
+        // stays valid, only older: a crash before the next flush writes one scans more. A full
+        // disk must not stop the open that lets the user delete records to make room.
+        Err(error @ Error::DiskFull { .. }) => {
+            tracing::warn!(%error, "could not write the checkpoint at open; the next flush tries again");
+        }
+        result => result?,
+    }
     report.duration_us = started.elapsed().as_micros() as u64;
     loaded.report = report;
     Ok(loaded)

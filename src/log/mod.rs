@@ -12,7 +12,7 @@ mod metrics;
 mod offset_index;
 mod prealloc;
 mod reader;
-mod recover;
+pub(crate) mod recover;
 mod retention;
 pub(crate) mod segment;
 mod segments;

@@ -154,7 +154,7 @@ pub(crate) fn set_aside_foreign(dir: &Path, base: u64, report: &mut RecoveryRepo
 /// sealing trims the indexes, while an unsealed segment's are still preallocated, their unused
 /// tail zero entries. (Not from the `.log`: a batch may well end in zero bytes.) An index exactly
 /// full, or no index at all, reads as sealed: the misjudgment refuses, it never cuts silently.
-fn was_sealed(dir: &Path, file: SegmentFile) -> bool {
+pub(crate) fn was_sealed(dir: &Path, file: SegmentFile) -> bool {
     let paths = SegmentPaths::new(dir, file.base);
     let preallocated = index_has_zero_tail(&paths.index, OffsetEntry::LEN)
         .or_else(|| index_has_zero_tail(&paths.time_index, TimeEntry::LEN));

@@ -46,6 +46,11 @@ pub(crate) fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<(
     let tmp = dir.join(format!("{name}.{}-{unique}{TMP_SUFFIX}", std::process::id()));
     let target = dir.join(name);
     let written = (|| {
+        // Tests make the disk too full for a new file here (failpoint `new_file_enospc`).
+        #[cfg(feature = "failpoints")]
+        if fail::eval("new_file_enospc", |_| ()).is_some() {
+            return Err(disk_full("write", &tmp, Some(bytes.len() as u64), "delete records or free space"));
+        }
         let mut file =
             OpenOptions::new().write(true).create(true).truncate(true).open(&tmp).map_err(Error::io("create", &tmp))?;
         file.write_all(bytes).map_err(Error::io("write", &tmp))?;

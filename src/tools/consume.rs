@@ -225,17 +225,42 @@ pub fn consume(
         tracing::warn!(files = %files.join(", "), end = real_end, "foreign segment file left out; `strata verify` names it");
         end = end.min(real_end);
     }
+    // Read failures in a row at the same offset: with --follow, a writer truncating or deleting
+    // under the view makes a read fail once; a fresh view then reads on. Damage fails every time.
+    let mut failures = 0;
     loop {
         if reached && next < end && summary.records < limit {
-            let mut records = log.records(next..end)?;
-            for record in records.by_ref() {
-                write_record(out, &record?, &options.output)?;
-                summary.records += 1;
-                if summary.records >= limit || stop.load(Ordering::Relaxed) {
-                    break;
+            let before = next;
+            let mut failed = None;
+            match log.records(next..end) {
+                Ok(mut records) => {
+                    for record in records.by_ref() {
+                        let record = match record {
+                            Ok(record) => record,
+                            Err(e) => {
+                                failed = Some(e);
+                                break;
+                            }
+                        };
+                        write_record(out, &record, &options.output)?;
+                        summary.records += 1;
+                        if summary.records >= limit || stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                    }
+                    next = next.max(records.next_offset());
                 }
+                Err(e) => failed = Some(e),
             }
-            next = next.max(records.next_offset());
+            failures = if next > before { 0 } else { failures };
+            if let Some(e) = failed {
+                failures += 1;
+                if !options.follow || failures > FOLLOW_READ_RETRIES {
+                    out.flush()?;
+                    return Err(e.into());
+                }
+                tracing::debug!(error = %e, offset = next, "read failed under a live writer: looking at the log again");
+            }
         }
         out.flush()?;
         let finished = summary.records >= limit || next >= end;
@@ -260,6 +285,9 @@ pub fn consume(
     summary.next_offset = next;
     Ok(summary)
 }
+
+/// How often `--follow` opens a fresh view after a read fails at one offset before it gives up.
+const FOLLOW_READ_RETRIES: u32 = 5;
 
 /// The first offset to print, from the options and the log as it is now.
 fn resolve_start(log: &Log, options: &ConsumeOptions) -> Result<u64, ToolError> {
