@@ -598,7 +598,7 @@ pub fn verify(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
         let settled = settled_listing(dir)? == before;
         let again = match &result {
             Ok(report) => !settled && !report.is_clean(),
-            Err(e) => vanished(e) || (!settled && matches!(e, Error::Corrupt { .. })),
+            Err(e) => (vanished(e) && dir.is_dir()) || (!settled && matches!(e, Error::Corrupt { .. })),
         };
         if !again || attempt == ATTEMPTS {
             return result;

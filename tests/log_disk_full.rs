@@ -179,3 +179,32 @@ fn a_log_with_a_version_1_checkpoint_opens_on_a_full_disk() {
     drop(log);
     drop(scenario);
 }
+
+/// Regression (review): with no checkpoint file at all, the open on a full disk failed with
+/// `stat …/checkpoint: No such file or directory` (the version-1 fallback's length check) instead
+/// of skipping the write as it does for an old file; and once the open had skipped it, no flush
+/// wrote it (the in-memory copy claimed it current).
+#[test]
+fn a_log_without_a_checkpoint_opens_on_a_full_disk() {
+    let scenario = FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), config()).unwrap();
+    for i in 0..30 {
+        append(&log, i).unwrap();
+    }
+    log.close().unwrap();
+    std::fs::remove_file(dir.path().join("checkpoint")).unwrap();
+    fail::cfg("fallocate_enospc", "return").unwrap();
+    fail::cfg("new_file_enospc", "return").unwrap();
+    let opened = Log::open(dir.path(), config());
+    fail::remove("new_file_enospc");
+    fail::remove("fallocate_enospc");
+    let log = opened.unwrap_or_else(|e| panic!("open on a full disk without a checkpoint failed: {e}"));
+    assert_eq!(log.next_offset(), 30);
+    assert_eq!(values(&log).len(), 30);
+    // Space is back: the next flush writes the checkpoint the open could not.
+    log.flush().unwrap();
+    assert!(dir.path().join("checkpoint").exists(), "the flush wrote the checkpoint");
+    drop(log);
+    drop(scenario);
+}

@@ -135,7 +135,8 @@ impl Checkpoint {
                     // 26-byte write inside its first sector), so records can still be deleted to
                     // make room; the first write with room replaces it by version 2.
                     Err(crate::Error::DiskFull { .. })
-                        if pending_reset.is_none() && storage::file_len(&path)? == CHECKPOINT_V1_LEN as u64 =>
+                        if pending_reset.is_none()
+                            && storage::file_len(&path).ok() == Some(CHECKPOINT_V1_LEN as u64) =>
                     {
                         tracing::warn!(file = %path.display(), "disk full: checkpoint kept at version 1 for now");
                         storage::overwrite(&path, 0, &self.encode_v1())

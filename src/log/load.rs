@@ -69,6 +69,8 @@ pub(crate) struct Loaded {
     pub report: RecoveryReport,
     /// A read-only open: where the last segment's valid data ended when it was scanned.
     pub live_tail: Option<LiveTail>,
+    /// The open could not write its checkpoint (a full disk): the one on disk is older.
+    pub checkpoint_stale: bool,
 }
 
 /// Where the valid data of a read-only log's last segment ended at open. Damage from there on may
@@ -178,6 +180,7 @@ fn load_marked(dir: &Path, config: &LogConfig) -> Result<Loaded> {
         // disk must not stop the open that lets the user delete records to make room.
         Err(error @ Error::DiskFull { .. }) => {
             tracing::warn!(%error, "could not write the checkpoint at open; the next flush tries again");
+            loaded.checkpoint_stale = true;
         }
         result => result?,
     }
@@ -227,7 +230,14 @@ fn load_read_only_once(dir: &Path, config: &LogConfig) -> Result<Loaded> {
         let empty = LogSegment::open_read_only(dir, offset, 0, offset, None, config);
         let report = RecoveryReport { segments_loaded: 1, recovery_point: offset, ..RecoveryReport::default() };
         let live_tail = None;
-        return Ok(Loaded { segments: vec![empty], next_offset: offset, log_start_offset: offset, report, live_tail });
+        return Ok(Loaded {
+            segments: vec![empty],
+            next_offset: offset,
+            log_start_offset: offset,
+            report,
+            live_tail,
+            checkpoint_stale: false,
+        });
     }
     let checkpoint = stored.map(|s| s.checkpoint);
     let mut files = list_segments(dir)?;
@@ -281,7 +291,7 @@ fn load_read_only_once(dir: &Path, config: &LogConfig) -> Result<Loaded> {
         ..RecoveryReport::default()
     };
     let log_start_offset = checkpoint.map_or(0, |c| c.log_start_offset).max(files[0].base);
-    Ok(Loaded { segments, next_offset, log_start_offset, report, live_tail: Some(live_tail) })
+    Ok(Loaded { segments, next_offset, log_start_offset, report, live_tail: Some(live_tail), checkpoint_stale: false })
 }
 
 /// Step 1: the checkpoint, with what the file says besides it (a reset in progress). A missing or
@@ -561,6 +571,7 @@ pub(crate) fn open_segments(dir: &Path, files: &[SegmentFile], next_offset: u64,
         log_start_offset: files[0].base,
         report: RecoveryReport::default(),
         live_tail: None,
+        checkpoint_stale: false,
     })
 }
 
@@ -590,6 +601,7 @@ fn fresh(dir: &Path, start: u64, config: &LogConfig) -> Result<Loaded> {
         log_start_offset: start,
         report: RecoveryReport::default(),
         live_tail: None,
+        checkpoint_stale: false,
     })
 }
 

@@ -593,6 +593,7 @@ fn initial(loaded: load::Loaded) -> Initial {
         log_start_offset: loaded.log_start_offset,
         report: loaded.report,
         live_tail: loaded.live_tail,
+        checkpoint_stale: loaded.checkpoint_stale,
     }
 }
 

@@ -53,12 +53,16 @@ pub(crate) fn recover(
         RecoveryMode::Strict => files.iter().rposition(|f| f.base <= recovery_point).unwrap_or(0),
     };
     // The first segment scanned must continue the one before it; if it does not (a foreign file,
-    // or data missing), scan that one too, so the scan can tell which (DESIGN.md §4). Not past the
-    // segment holding the log start offset: what lies before it is deleted records or a stray file
-    // below the log, never part of the chain.
+    // or data missing), scan that one too, so the scan can tell which (DESIGN.md §4). Below the
+    // segment holding the log start offset, only if the one before holds records at or past the
+    // start (two files overlapping there: one is foreign); an overlap of deleted records alone is
+    // no part of the log.
     let start_segment = files.iter().rposition(|f| f.base <= log_start).unwrap_or(0);
-    if first > start_segment && segment_end(dir, files[first - 1])? != files[first].base {
-        first -= 1;
+    if first > 0 {
+        let previous_end = segment_end(dir, files[first - 1])?;
+        if previous_end != files[first].base && (first > start_segment || previous_end > log_start) {
+            first -= 1;
+        }
     }
     tracing::info!(dir = %dir.display(), recovery_point, from_segment = files[first].base, "unclean shutdown: scanning");
     let end = scan_from(dir, &files[first..], log_start, config, report)?;

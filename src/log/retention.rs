@@ -97,7 +97,10 @@ impl Shared {
         let mut renamed = Vec::with_capacity(doomed.len());
         for segment in &doomed {
             renamed.push(segment.rename_deleted()?);
-            segment.release_preallocation()?;
+            // Only space: a failure must not stop the removal half-way (renamed, not fsynced).
+            if let Err(error) = segment.release_preallocation() {
+                tracing::warn!(%error, "could not give back a removed segment's preallocated space");
+            }
         }
         storage::sync_dir(&self.dir)?;
         self.rolled.lock().retain(|r| doomed.iter().all(|d| !Arc::ptr_eq(r, d)));

@@ -123,6 +123,8 @@ pub(crate) struct Initial {
     pub log_start_offset: u64,
     pub report: RecoveryReport,
     pub live_tail: Option<LiveTail>,
+    /// The checkpoint on disk is older than the loaded state (the open could not write it).
+    pub checkpoint_stale: bool,
 }
 
 impl Shared {
@@ -138,7 +140,9 @@ impl Shared {
         let active = active.ok_or_else(|| Error::io("load", &dir)(std::io::ErrorKind::NotFound.into()))?;
         let segments = Segments::new(segments);
         let next = initial.next_offset;
-        let checkpoint = Checkpoint { log_start_offset: initial.log_start_offset, recovery_point: next };
+        // What the file holds, as far as the next write must know: a stale one is rewritten then.
+        let recovery_point = if initial.checkpoint_stale { 0 } else { next };
+        let checkpoint = Checkpoint { log_start_offset: initial.log_start_offset, recovery_point };
         let now = Instant::now();
         Ok(Shared {
             prealloc: Arc::new(Preallocator::new(&dir, &config, events.clone())),
@@ -674,25 +678,25 @@ impl Shared {
     /// aside). A clean open does not check this (it would cost a read of every segment); the
     /// unclean open's scan, `verify` and `recover` do.
     ///
-    /// Only from the segment holding the log start offset on: what lies before it is deleted
-    /// records (or a stray file below the log), and the first readable segment follows nothing.
+    /// An overlap of deleted records only (the segment before ends at or below the log start) is
+    /// no part of the log. One reaching the start is refused whichever file is foreign (the
+    /// earlier one, a stray copied in below the log, or this one, copied in inside a segment):
+    /// both hold records there, and returning either could return another log's records.
     /// Operations that trust a segment's end (prefix deletion, truncation) check it too.
     pub(crate) fn check_continuity(&self, segment: &Arc<LogSegment>) -> Result<()> {
         if segment.continuity_checked() {
             return Ok(());
         }
         let base = segment.base_offset();
-        let start_base = self.segments.floor(self.start_offset()).map(|s| s.base_offset());
-        if start_base.is_some_and(|start_base| base > start_base) {
-            let previous = base.checked_sub(1).and_then(|before| self.segments.floor(before));
-            if let Some(previous) = previous.filter(|p| !p.is_retired()) {
-                previous.ensure_indexes_checked()?;
-                if let Some(end) = previous.data_end()?
-                    && end > base
-                {
-                    let why = "its base offset falls inside the previous segment's offsets";
-                    return Err(Error::corrupt(segment.log_path(), 0, Corruption::ForeignFile(why)));
-                }
+        let previous = base.checked_sub(1).and_then(|before| self.segments.floor(before));
+        if let Some(previous) = previous.filter(|p| !p.is_retired()) {
+            previous.ensure_indexes_checked()?;
+            if let Some(end) = previous.data_end()?
+                && end > base
+                && end > self.start_offset()
+            {
+                let why = "its base offset falls inside the previous segment's offsets";
+                return Err(Error::corrupt(segment.log_path(), 0, Corruption::ForeignFile(why)));
             }
         }
         segment.mark_continuity_checked();
