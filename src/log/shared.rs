@@ -688,19 +688,30 @@ impl Shared {
             return Ok(());
         }
         let base = segment.base_offset();
-        let previous = base.checked_sub(1).and_then(|before| self.segments.floor(before));
-        if let Some(previous) = previous.filter(|p| !p.is_retired()) {
-            previous.ensure_indexes_checked()?;
-            if let Some(end) = previous.data_end()?
-                && end > base
-                && end > self.start_offset()
-            {
-                let why = "its base offset falls inside the previous segment's offsets";
-                return Err(Error::corrupt(segment.log_path(), 0, Corruption::ForeignFile(why)));
+        // One consistent view of the map: a segment a compaction swap merged into a new one
+        // overlaps that new one, and is no longer the log's segment, not foreign.
+        let overlaps = self.segments.stable(|| -> Result<Option<bool>> {
+            if !self.segments.holds(segment) {
+                return Ok(None);
             }
+            let previous = base.checked_sub(1).and_then(|before| self.segments.floor(before));
+            let Some(previous) = previous.filter(|p| !p.is_retired()) else { return Ok(Some(false)) };
+            previous.ensure_indexes_checked()?;
+            let end = previous.data_end()?;
+            Ok(Some(end.is_some_and(|end| end > base && end > self.start_offset())))
+        })?;
+        match overlaps {
+            Some(true) => {
+                let why = "its base offset falls inside the previous segment's offsets";
+                Err(Error::corrupt(segment.log_path(), 0, Corruption::ForeignFile(why)))
+            }
+            Some(false) => {
+                segment.mark_continuity_checked();
+                Ok(())
+            }
+            // Replaced or removed meanwhile: whoever reads it sees it retired and looks again.
+            None => Ok(()),
         }
-        segment.mark_continuity_checked();
-        Ok(())
     }
 
     /// Bytes of batches in all segments.
