@@ -3,7 +3,6 @@
 //! job (`shared.rs`, `syncer.rs`); nothing here fsyncs.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use crate::error::{Corruption, Error, Result};
 use crate::failpoint::crash_point;
@@ -12,7 +11,7 @@ use crate::log::AppendInfo;
 use crate::log::batch::{self, BatchEncoder, BatchHeader, Record};
 use crate::log::metrics::Counters;
 use crate::log::segment::LogSegment;
-use crate::log::shared::Shared;
+use crate::log::state::LogState;
 use crate::storage;
 
 /// Rolled segments that may wait for the syncer to seal them before an appender seals them itself:
@@ -41,7 +40,7 @@ impl Appender {
         }
     }
 
-    fn now_ms(&mut self, shared: &Shared) -> i64 {
+    fn now_ms(&mut self, shared: &LogState) -> i64 {
         self.clock_floor_ms = self.clock_floor_ms.max(shared.config.clock.now_ms());
         self.clock_floor_ms
     }
@@ -54,7 +53,7 @@ pub(crate) struct Stored {
     pub rolled: bool,
 }
 
-impl Shared {
+impl LogState {
     /// Encodes `records` as one batch at the next offset and stores it.
     pub(crate) fn append_records(&self, records: &[Record<'_>]) -> Result<Stored> {
         if records.is_empty() {
@@ -70,7 +69,7 @@ impl Shared {
         if size > self.config.max_batch_bytes {
             return Err(Error::BatchTooLarge { size, max: self.config.max_batch_bytes });
         }
-        let base = self.next_offset.load(Ordering::Relaxed);
+        let base = self.offsets.next();
         let attributes = if create_time { ATTR_CREATE_TIME } else { 0 };
         let bytes = encoder.encode(base, records, timestamps, attributes);
         let stored = self.store(active, bytes, now)?;
@@ -103,7 +102,7 @@ impl Shared {
         let now = app.now_ms(self);
         self.check_timestamp(min_ts, now)?;
         self.check_timestamp(max_ts, now)?;
-        let base = self.next_offset.load(Ordering::Relaxed);
+        let base = self.offsets.next();
         let Appender { active, encoder, .. } = &mut *app;
         let bytes = encoder.restamp(batch, base);
         let stored = self.store(active, bytes, now)?;
@@ -116,7 +115,7 @@ impl Shared {
     /// itself (outside the append lock, waiting for a seal already running) before storing more.
     /// With `n` appending threads the backlog stays below `MAX_UNSEALED_SEGMENTS + n`.
     fn bound_unsealed(&self) -> Result<()> {
-        if self.rolled.lock().len() < MAX_UNSEALED_SEGMENTS {
+        if self.segments.rolled_count() < MAX_UNSEALED_SEGMENTS {
             return Ok(());
         }
         Counters::add(&self.counters.inline_seals, 1);
@@ -175,8 +174,8 @@ impl Shared {
         }
         active.reserve(size, self.config.segment_bytes)?;
         // From here a failure may leave part of the batch stored: the log is poisoned.
-        active.append(bytes, &header).map_err(|e| self.poison(e))?;
-        self.next_offset.store(next, Ordering::Release);
+        active.append(bytes, &header).map_err(|e| self.durability.poison(e))?;
+        self.offsets.store_next(next);
         self.publish_stored(next);
         Counters::add(&self.counters.appends, 1);
         Counters::add(&self.counters.records, u64::from(header.record_count));
@@ -187,7 +186,7 @@ impl Shared {
             max_timestamp_ms: header.max_timestamp,
             append_time_ms: now_ms,
             // Read under the append lock, which every truncation holds while it bumps the count.
-            truncation_epoch: self.truncations(),
+            truncation_epoch: self.durability.truncations(),
         };
         Ok(Stored { info, rolled })
     }
@@ -201,9 +200,9 @@ impl Shared {
             None => (LogSegment::create(&self.dir, base, &self.config, size)?, false),
         };
         let segment = Arc::new(segment);
-        self.dir_dirty.store(true, Ordering::Release);
-        self.segments.push_rolled(Arc::clone(&segment));
-        self.rolled.lock().push(std::mem::replace(active, segment));
+        self.durability.mark_dir_dirty();
+        let old = std::mem::replace(active, Arc::clone(&segment));
+        self.segments.roll(segment, old);
         Counters::add(&self.counters.rolls, 1);
         Counters::add(&self.counters.preallocated_rolls, u64::from(preallocated));
         crash_point!("after_roll");

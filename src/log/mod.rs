@@ -1,22 +1,54 @@
 //! The Kafka-style `Log`: a skip-list map of segments, one appender at a time, many readers that
 //! never block it, a syncer thread for durability (DESIGN.md §1–§9).
+//!
+//! # Lock order
+//!
+//! Every lock of the log, in the one order a thread may take them (a thread holding lock *n* takes
+//! only locks numbered above *n*). The state they guard is in `state.rs` and the files it names.
+//!
+//! 1. `CleanerState::pass`: one compaction pass at a time, held for the whole pass.
+//! 2. the append lock (`LogState::appender`): appends, truncation, reset, close; retention and
+//!    the cleaner take it briefly to read the active segment.
+//! 3. the structure lock (`Segments::lock`): every change of the segment map but a roll
+//!    (truncation, reset, retention, the cleaner's swap, a read-only view's refresh).
+//! 4. the sync rounds (`Durability::try_take_rounds` / `hold_rounds`, a flag used as a lock): one
+//!    round at a time; truncation and reset hold them so no round reads an old next offset.
+//! 5. the checkpoint lock (`CheckpointWriter`): serialises checkpoint writes and the offset moves
+//!    they publish.
+//! 6. the seal lock (`Segments::lock_sealing`): sealing rolled segments, oldest first.
+//! 7. the preallocator's lock (a roll takes the preallocated segment under the append lock).
+//! 8. a segment's own locks (its data file's and indexes' read/write locks).
+//! 9. the directory fsync (`Durability::sync_dir_if_dirty`).
+//! 10. leaves, which take nothing else: the rolled list, the truncation cuts, the syncer's state
+//!     (`Durability::sync`, which with its condition variables wakes waiters), a read-only view's
+//!     live tail, the directory-lock slot, the event thread's queue, the cleaner's sleep.
+//!
+//! **Readers** take none of these while they read, only a segment's read lock (8) around each
+//! copy. When a lookup finds a segment retired, or data ending early, it takes the append lock (2)
+//! and drops it at once, holding nothing: a barrier that waits for a truncation in progress to put
+//! its new segment in the map (truncation holds the append lock until then).
 
 mod append;
 pub(crate) mod batch;
 mod checkpoint;
+mod checkpoint_writer;
 mod cleaner;
+mod durability;
+mod group_commit;
 pub(crate) mod index;
 mod index_plan;
 pub(crate) mod load;
+mod locate;
 mod metrics;
 mod offset_index;
+mod offsets;
 mod prealloc;
 mod reader;
 pub(crate) mod recover;
 mod retention;
 pub(crate) mod segment;
 mod segments;
-mod shared;
+mod state;
 mod swap;
 mod syncer;
 mod time_index;
@@ -48,7 +80,7 @@ use crate::events::EventManager;
 use crate::failpoint::crash_point;
 use crate::format::LOCK_FILE;
 use crate::storage;
-use shared::{Initial, Shared};
+use state::{Initial, LogState};
 
 /// What an append stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,7 +124,7 @@ pub struct AppendInfo {
 /// # }
 /// ```
 pub struct Log {
-    shared: Arc<Shared>,
+    shared: Arc<LogState>,
     /// The syncer thread (none for a read-only log).
     threads: Vec<JoinHandle<()>>,
     /// Short background work: preallocation, checkpoints, retention, delayed deletion.
@@ -122,8 +154,8 @@ impl Log {
             "log opened"
         );
         let events = EventManager::start("strata-events")?;
-        let shared = Arc::new(Shared::new(dir, config, initial(loaded), Some(lock), Some(events.handle()))?);
-        let cleaned_up_to = cleaner::checkpoint::read(&shared.dir)?.min(shared.next_offset());
+        let shared = Arc::new(LogState::new(dir, config, initial(loaded), Some(lock), Some(events.handle()))?);
+        let cleaned_up_to = cleaner::checkpoint::read(&shared.dir)?.min(shared.offsets.next());
         shared.cleaner.cleaned_up_to.store(cleaned_up_to, std::sync::atomic::Ordering::Release);
         let threads = start_threads(&shared)?;
         schedule_background(&shared);
@@ -145,7 +177,7 @@ impl Log {
         }
         let loaded = load::load_read_only(&dir, &config)?;
         let config = LogConfig { flush_policy: FlushPolicy::Never, ..config };
-        let shared = Arc::new(Shared::new(dir, config, initial(loaded), None, None)?);
+        let shared = Arc::new(LogState::new(dir, config, initial(loaded), None, None)?);
         Ok(Log { shared, threads: Vec::new(), events: None })
     }
 
@@ -166,23 +198,23 @@ impl Log {
 
     /// The first readable offset.
     pub fn start_offset(&self) -> u64 {
-        self.shared.start_offset()
+        self.shared.offsets.start()
     }
 
     /// The offset the next appended record will get.
     pub fn next_offset(&self) -> u64 {
-        self.shared.next_offset()
+        self.shared.offsets.next()
     }
 
     /// Every offset below this is durable (fsynced, with the directory entries of its segments).
     pub fn durable_offset(&self) -> u64 {
-        self.shared.durable_offset()
+        self.shared.offsets.durable()
     }
 
     /// Readers see offsets below this: the durable offset under `FlushPolicy::Always` (nothing a
     /// reader saw can vanish in a power cut), the next offset under the other policies.
     pub fn visible_end(&self) -> u64 {
-        self.shared.visible_end()
+        self.shared.offsets.visible()
     }
 
     /// Number of segments.
@@ -244,10 +276,10 @@ impl Log {
     /// is `Never`) data to sync.
     fn after_store_nowait(&self, stored: append::Stored) -> AppendInfo {
         if stored.rolled {
-            self.shared.request_seal();
+            self.shared.durability.request_seal();
         }
         if self.shared.config.flush_policy != FlushPolicy::Never {
-            self.shared.request_sync();
+            self.shared.durability.request_sync();
         }
         stored.info
     }
@@ -259,15 +291,15 @@ impl Log {
 
     fn after_store(&self, stored: append::Stored) -> Result<AppendInfo> {
         if stored.rolled {
-            self.shared.request_seal();
+            self.shared.durability.request_seal();
         }
         match self.shared.config.flush_policy {
             FlushPolicy::Always => {
                 self.shared.wait_durable(stored.info.last_offset, None, stored.info.truncation_epoch)?
             }
             FlushPolicy::EveryInterval { messages, .. } => {
-                if self.shared.next_offset() - self.shared.durable_offset() >= messages {
-                    self.shared.request_sync();
+                if self.shared.offsets.next() - self.shared.offsets.durable() >= messages {
+                    self.shared.durability.request_sync();
                 }
             }
             FlushPolicy::Never => {}
@@ -281,7 +313,7 @@ impl Log {
     /// [`Log::append_nowait`] prefer [`Log::wait_batch_durable`], which also reports a truncation
     /// between the append and the wait.
     pub fn wait_durable(&self, offset: u64, timeout: Duration) -> Result<()> {
-        self.shared.wait_durable(offset, Some(timeout), self.shared.truncations())
+        self.shared.wait_durable(offset, Some(timeout), self.shared.durability.truncations())
     }
 
     /// Waits until the batch an `append_nowait` (or `append_batch_nowait`) stored is durable, up to
@@ -323,7 +355,7 @@ impl Log {
     /// least one batch is always returned. Every batch is verified (CRC, structure, offsets) before
     /// any of its records is returned. `offset` must be in `[start_offset, visible end)`.
     pub fn read(&self, offset: u64, max_bytes: usize) -> Result<LogReader<'_>> {
-        let epoch = self.shared.truncations();
+        let epoch = self.shared.durability.truncations();
         let start = self.start_offset();
         let end = self.visible_end();
         if offset < start || offset >= end {
@@ -356,7 +388,7 @@ impl Log {
     }
 
     fn lookup_time(&self, timestamp_ms: i64) -> Result<Option<u64>> {
-        for _ in 0..shared::LOCATE_ATTEMPTS {
+        for _ in 0..locate::LOCATE_ATTEMPTS {
             // A segment replaced by a compaction swap or removed meanwhile must not be skipped: the
             // walk runs again if the segments changed under it.
             let found = self.shared.segments.stable(|| {
@@ -390,7 +422,7 @@ impl Log {
                 None => drop(self.shared.appender.lock()),
             }
         }
-        Err(Error::Unsettled { attempts: shared::LOCATE_ATTEMPTS })
+        Err(Error::Unsettled { attempts: locate::LOCATE_ATTEMPTS })
     }
 
     /// Removes every record at or after `offset` and returns the new next offset: `offset` itself,
@@ -520,25 +552,25 @@ impl Log {
     fn shutdown(&mut self) -> Result<()> {
         self.stop_threads();
         let shared = &self.shared;
-        if shared.mark_closed() || shared.is_read_only() {
+        if shared.durability.mark_closed() || shared.is_read_only() {
             return Ok(());
         }
         let app = shared.appender.lock();
-        if shared.is_poisoned() {
+        if shared.durability.is_poisoned() {
             return Err(Error::Poisoned);
         }
         shared.run_round()?;
-        app.active.seal().map_err(|e| shared.poison(e))?;
+        app.active.seal().map_err(|e| shared.durability.poison(e))?;
         shared.write_checkpoint()?;
         // Segments deleted but not yet unlinked (their delay had not run out): no reader is left.
         shared.unlink_deleted_now();
         let marker = CleanShutdown {
-            next_offset: shared.next_offset(),
+            next_offset: shared.offsets.next(),
             active_base: app.active.base_offset(),
             active_len: app.active.size() as u32,
         };
         crash_point!("before_clean_marker");
-        marker.write(&shared.dir).map_err(|e| shared.poison(e))?;
+        marker.write(&shared.dir).map_err(|e| shared.durability.poison(e))?;
         tracing::info!(dir = %shared.dir.display(), next_offset = marker.next_offset, "log closed cleanly");
         Ok(())
     }
@@ -571,6 +603,9 @@ impl Drop for Log {
         // Release every map and descriptor now, not whenever the skip map's epoch reclamation
         // gets to them.
         self.shared.segments.for_each(|segment| segment.retire());
+        // Last: the directory is another `Log`'s to open from here, even while something still
+        // holds this state.
+        self.shared.release_lock();
     }
 }
 
@@ -598,7 +633,7 @@ fn initial(loaded: load::Loaded) -> Initial {
 }
 
 /// Starts the syncer thread.
-fn start_threads(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>> {
+fn start_threads(shared: &Arc<LogState>) -> Result<Vec<JoinHandle<()>>> {
     let syncer_shared = Arc::clone(shared);
     let syncer = std::thread::Builder::new()
         .name("strata-syncer".to_owned())
@@ -607,7 +642,7 @@ fn start_threads(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>> {
             // the log is poisoned, which wakes every waiter with `Error::Poisoned`.
             if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| syncer::run(&syncer_shared)))
             {
-                syncer_shared.poison(Error::panicked("the syncer thread", payload.as_ref()));
+                syncer_shared.durability.poison(Error::panicked("the syncer thread", payload.as_ref()));
             }
         })
         .map_err(Error::io("spawn syncer thread", &shared.dir))?;
@@ -618,17 +653,17 @@ fn start_threads(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>> {
 
 /// The periodic events: the checkpoint every `checkpoint_interval_ms`, retention every
 /// `retention_check_ms` (if retention is configured).
-fn schedule_background(shared: &Arc<Shared>) {
+fn schedule_background(shared: &Arc<LogState>) {
     let config = &shared.config;
-    every(shared, Duration::from_millis(config.checkpoint_interval_ms), "checkpoint", Shared::write_checkpoint);
+    every(shared, Duration::from_millis(config.checkpoint_interval_ms), "checkpoint", LogState::write_checkpoint);
     if config.retention_bytes.is_some() || config.retention_ms.is_some() {
-        let retention = |shared: &Shared| shared.enforce_retention().map(|_| ());
+        let retention = |shared: &LogState| shared.enforce_retention().map(|_| ());
         every(shared, Duration::from_millis(config.retention_check_ms), "retention check", retention);
     }
 }
 
 /// Runs `work` on the log's event thread every `period`, for as long as the log lives.
-fn every(shared: &Arc<Shared>, period: Duration, name: &'static str, work: fn(&Shared) -> Result<()>) {
+fn every(shared: &Arc<LogState>, period: Duration, name: &'static str, work: fn(&LogState) -> Result<()>) {
     let Some(events) = &shared.events else { return };
     let weak = Arc::downgrade(shared);
     let scheduled = events.put_after(period, name, move || {

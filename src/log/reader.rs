@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::log::batch::{self, BatchHeader, Header, RawRecord, Span};
 use crate::log::segment::LogSegment;
-use crate::log::shared::Shared;
+use crate::log::state::LogState;
 use crate::log::walk::BatchPos;
 
 /// How often a read of a read-only log takes its view of the files again after an error before it
@@ -76,7 +76,7 @@ impl fmt::Debug for RecordView {
 /// or when `max_bytes` of batches were returned (at least one batch always is). After an error it
 /// returns `None`.
 pub struct LogReader<'a> {
-    log: &'a Shared,
+    log: &'a LogState,
     /// The next offset to return; records below it are skipped.
     cursor: u64,
     /// Offsets at or past this are never returned.
@@ -109,7 +109,7 @@ pub struct LogReader<'a> {
 
 impl<'a> LogReader<'a> {
     /// A reader of `[offset, upper)`; `epoch` is the log's truncation count read before `upper`.
-    pub(crate) fn new(log: &'a Shared, offset: u64, upper: u64, max_bytes: u64, epoch: u64) -> LogReader<'a> {
+    pub(crate) fn new(log: &'a LogState, offset: u64, upper: u64, max_bytes: u64, epoch: u64) -> LogReader<'a> {
         LogReader {
             epoch,
             cut_short: false,
@@ -203,10 +203,10 @@ impl<'a> LogReader<'a> {
     /// Copies the next chunk of batches. `false` when the read is complete.
     fn fetch_chunk(&mut self) -> Result<bool> {
         // A segment can be retired (deleted) under us: re-resolve, which ends in OffsetOutOfRange.
-        for _ in 0..crate::log::shared::LOCATE_ATTEMPTS {
+        for _ in 0..crate::log::locate::LOCATE_ATTEMPTS {
             self.catch_up_truncations()?;
             if self.cursor >= self.upper && self.cut_short {
-                return Err(Error::Truncated { next_offset: self.log.next_offset() });
+                return Err(Error::Truncated { next_offset: self.log.offsets.next() });
             }
             if self.cursor >= self.upper || (self.started && self.budget == 0) {
                 return Ok(false);
@@ -231,7 +231,7 @@ impl<'a> LogReader<'a> {
             let Some(end) = segment.copy_batches(at, self.upper, limit, self.budget, !self.started, buf)? else {
                 continue;
             };
-            if self.log.truncations() != self.epoch {
+            if self.log.durability.truncations() != self.epoch {
                 // A truncation finished during the copy: the chunk may hold batches past the cut.
                 continue;
             }
@@ -251,19 +251,19 @@ impl<'a> LogReader<'a> {
             self.chunk_position = 0;
             return Ok(true);
         }
-        Err(Error::Unsettled { attempts: crate::log::shared::LOCATE_ATTEMPTS })
+        Err(Error::Unsettled { attempts: crate::log::locate::LOCATE_ATTEMPTS })
     }
 
     /// After truncations, ends the read at the lowest cut, or fails with `Error::Truncated` if the
     /// cursor is already past it: offsets there may now hold other records.
     fn catch_up_truncations(&mut self) -> Result<()> {
-        let now = self.log.truncations();
+        let now = self.log.durability.truncations();
         if now == self.epoch {
             return Ok(());
         }
-        if let Some(cut) = self.log.lowest_cut_since(self.epoch) {
+        if let Some(cut) = self.log.durability.lowest_cut_since(self.epoch) {
             if self.cursor >= cut {
-                return Err(Error::Truncated { next_offset: self.log.next_offset() });
+                return Err(Error::Truncated { next_offset: self.log.offsets.next() });
             }
             if cut < self.upper {
                 self.upper = cut;
@@ -326,7 +326,7 @@ impl LogReader<'_> {
         self.chunk_origin = None;
         self.records.clear();
         self.records_next = 0;
-        self.upper = self.upper.min(self.log.visible_end());
+        self.upper = self.upper.min(self.log.offsets.visible());
         true
     }
 }

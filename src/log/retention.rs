@@ -12,10 +12,10 @@ use crate::format::DELETED_SUFFIX;
 use crate::log::metrics::Counters;
 use crate::log::segment::LogSegment;
 use crate::log::segments::StructureGuard;
-use crate::log::shared::Shared;
+use crate::log::state::LogState;
 use crate::storage;
 
-impl Shared {
+impl LogState {
     /// Moves the log start offset to `offset` (at most the next offset) and deletes every sealed
     /// segment wholly below it. Returns the log start offset.
     pub(crate) fn delete_records_before(&self, offset: u64) -> Result<u64> {
@@ -62,14 +62,14 @@ impl Shared {
         self.check_writable()?;
         let structure = self.segments.lock();
         let active = app.active.base_offset();
-        let next = self.next_offset();
+        let next = self.offsets.next();
         drop(app);
         let sealed: Vec<Arc<LogSegment>> =
             self.segments.all().into_iter().take_while(|s| s.base_offset() < active && s.is_sealed()).collect();
         let total = self.bytes_on_disk();
-        let Some(start) = decide(&sealed, total)?.map(|s| s.min(next)) else { return Ok((self.start_offset(), 0)) };
-        if start <= self.start_offset() {
-            return Ok((self.start_offset(), 0));
+        let Some(start) = decide(&sealed, total)?.map(|s| s.min(next)) else { return Ok((self.offsets.start(), 0)) };
+        if start <= self.offsets.start() {
+            return Ok((self.offsets.start(), 0));
         }
         // A segment's end is taken from the next one's base: a foreign file there (DESIGN.md §4)
         // would make a segment holding records at or past `start` look wholly below it.
@@ -78,7 +78,7 @@ impl Shared {
         }
         // The checkpoint first: from here on no crash brings the records below `start` back. A
         // failure (a full disk, say) changes nothing.
-        self.write_checkpoint_new_start(start)?;
+        self.checkpoint.write_new_start(&self.checkpoint_parts(), start)?;
         let doomed: Vec<Arc<LogSegment>> = sealed.into_iter().take_while(|s| s.next_offset() <= start).collect();
         let deleted = doomed.len() as u64;
         self.remove_whole(&structure, doomed)?;
@@ -103,8 +103,7 @@ impl Shared {
             }
         }
         storage::sync_dir(&self.dir)?;
-        self.rolled.lock().retain(|r| doomed.iter().all(|d| !Arc::ptr_eq(r, d)));
-        self.segments.edit(structure, |map| doomed.iter().for_each(|segment| map.remove(segment)));
+        self.segments.remove(structure, &doomed);
         for (segment, files) in doomed.into_iter().zip(renamed) {
             self.schedule_unlink(segment, files);
         }

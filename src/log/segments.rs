@@ -27,6 +27,11 @@ pub(crate) struct Segments {
     /// Held by whatever replaces or removes segments other than by rolling: truncation, reset,
     /// retention and the cleaner's swap (after the append lock, where both are taken).
     structure: Mutex<()>,
+    /// Segments rolled away from but not yet sealed, oldest first.
+    rolled: Mutex<Vec<Arc<LogSegment>>>,
+    /// Held while sealing rolled segments, so when one `seal_rolled` returns, every segment rolled
+    /// before it was sealed (by it or by the call it waited for).
+    sealing: Mutex<()>,
 }
 
 /// Proof that the structure lock is held (required by [`Segments::edit`]).
@@ -61,7 +66,13 @@ impl Segments {
         for segment in segments {
             map.insert(segment.base_offset(), segment);
         }
-        Segments { map, version: AtomicU64::new(0), structure: Mutex::new(()) }
+        Segments {
+            map,
+            version: AtomicU64::new(0),
+            structure: Mutex::new(()),
+            rolled: Mutex::new(Vec::new()),
+            sealing: Mutex::new(()),
+        }
     }
 
     /// Takes the structure lock.
@@ -69,14 +80,49 @@ impl Segments {
         StructureGuard { _guard: self.structure.lock() }
     }
 
-    /// Adds the segment a roll starts, past every other (no edit: readers never look for its
-    /// offsets before they are published).
-    pub(crate) fn push_rolled(&self, segment: Arc<LogSegment>) {
+    /// A roll: adds `active`, the segment it starts, past every other (no edit: readers never
+    /// look for its offsets before they are published), and queues `old` for sealing.
+    pub(crate) fn roll(&self, active: Arc<LogSegment>, old: Arc<LogSegment>) {
         debug_assert!(
-            self.map.back().is_none_or(|last| *last.key() < segment.base_offset()),
+            self.map.back().is_none_or(|last| *last.key() < active.base_offset()),
             "a rolled segment follows every other"
         );
-        self.map.insert(segment.base_offset(), segment);
+        self.map.insert(active.base_offset(), active);
+        self.rolled.lock().push(old);
+    }
+
+    /// Takes `doomed` out of the map (as one edit) and off the list waiting to be sealed.
+    pub(crate) fn remove(&self, held: &StructureGuard<'_>, doomed: &[Arc<LogSegment>]) {
+        self.forget_rolled(doomed);
+        self.edit(held, |map| doomed.iter().for_each(|segment| map.remove(segment)));
+    }
+
+    /// Segments rolled away from and not sealed yet.
+    pub(crate) fn rolled_count(&self) -> usize {
+        self.rolled.lock().len()
+    }
+
+    /// The oldest segment waiting to be sealed.
+    pub(crate) fn oldest_rolled(&self) -> Option<Arc<LogSegment>> {
+        self.rolled.lock().first().cloned()
+    }
+
+    /// Takes `segments` off the list of those waiting to be sealed (sealed, or removed), by
+    /// identity: a list that changed meanwhile loses only these.
+    pub(crate) fn forget_rolled(&self, segments: &[Arc<LogSegment>]) {
+        self.rolled.lock().retain(|r| segments.iter().all(|s| !Arc::ptr_eq(r, s)));
+    }
+
+    /// Takes `segment`, just sealed under [`Segments::lock_sealing`], off the list.
+    pub(crate) fn forget_sealed(&self, segment: &Arc<LogSegment>) {
+        let mut rolled = self.rolled.lock();
+        rolled.retain(|r| !Arc::ptr_eq(r, segment));
+        debug_assert!(rolled.iter().all(|r| !r.is_sealed()), "only unsealed segments wait to be sealed");
+    }
+
+    /// Serialises sealing (see the field).
+    pub(crate) fn lock_sealing(&self) -> MutexGuard<'_, ()> {
+        self.sealing.lock()
     }
 
     /// Runs `change` on the map as one step for readers that use [`Segments::stable`].

@@ -1,6 +1,6 @@
 //! The syncer thread (DESIGN.md §8): runs the flush policy, seals rolled segments, and writes the
 //! checkpoint after rolls and every `checkpoint_interval_ms`. Under `Always`, an appender waiting for
-//! durability leads a round itself when none is running (`Shared::wait_durable`); the syncer covers
+//! durability leads a round itself when none is running (`LogState::wait_durable`); the syncer covers
 //! what nobody waits for. No round holds the append lock: it only reads the next offset, so
 //! appenders keep storing while it fsyncs, and everything they store meanwhile goes into the next
 //! round (group commit).
@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use crate::config::FlushPolicy;
 use crate::error::Error;
-use crate::log::shared::{Shared, SyncState};
+use crate::log::durability::SyncState;
+use crate::log::state::LogState;
 
 /// What a wake-up calls for.
 struct Work {
@@ -18,7 +19,7 @@ struct Work {
 }
 
 /// The thread's body; returns at shutdown.
-pub(crate) fn run(shared: &Shared) {
+pub(crate) fn run(shared: &LogState) {
     loop {
         let Some(work) = next_work(shared) else { return };
         let mut checkpoint = work.checkpoint;
@@ -45,8 +46,8 @@ pub(crate) fn run(shared: &Shared) {
 
 /// Waits until there is something to do; `None` at shutdown. (The periodic checkpoint is an event
 /// on the log's event thread; the syncer writes one after each roll it seals.)
-fn next_work(shared: &Shared) -> Option<Work> {
-    let mut state = shared.sync.lock();
+fn next_work(shared: &LogState) -> Option<Work> {
+    let mut state = shared.durability.sync.lock();
     loop {
         if state.shutdown {
             return None;
@@ -63,19 +64,19 @@ fn next_work(shared: &Shared) -> Option<Work> {
         match shared.config.flush_policy {
             FlushPolicy::EveryInterval { ms, .. } => {
                 let until = state.last_sync + Duration::from_millis(ms);
-                shared.syncer_wake.wait_until(&mut state, until);
+                shared.durability.syncer_wake.wait_until(&mut state, until);
             }
-            _ => shared.syncer_wake.wait(&mut state),
+            _ => shared.durability.syncer_wake.wait(&mut state),
         }
     }
 }
 
 /// Whether the flush policy calls for a sync round now.
-fn sync_due(shared: &Shared, state: &SyncState, now: Instant) -> bool {
+fn sync_due(shared: &LogState, state: &SyncState, now: Instant) -> bool {
     if state.roll_pending {
         return true;
     }
-    let waiting = shared.next_offset().saturating_sub(shared.durable_offset());
+    let waiting = shared.offsets.next().saturating_sub(shared.offsets.durable());
     match shared.config.flush_policy {
         // Appenders waiting for durability lead their own rounds; the syncer covers the rest
         // (`append_nowait`, which only asks).
@@ -88,16 +89,16 @@ fn sync_due(shared: &Shared, state: &SyncState, now: Instant) -> bool {
     }
 }
 
-fn wait_for_shutdown(shared: &Shared) {
-    let mut state = shared.sync.lock();
+fn wait_for_shutdown(shared: &LogState) {
+    let mut state = shared.durability.sync.lock();
     while !state.shutdown {
-        shared.syncer_wake.wait(&mut state);
+        shared.durability.syncer_wake.wait(&mut state);
     }
 }
 
 /// Stops the syncer (it finishes its current round first).
-pub(crate) fn stop(shared: &Shared) {
-    let mut state = shared.sync.lock();
+pub(crate) fn stop(shared: &LogState) {
+    let mut state = shared.durability.sync.lock();
     state.shutdown = true;
-    shared.syncer_wake.notify_all();
+    shared.durability.syncer_wake.notify_all();
 }

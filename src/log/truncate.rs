@@ -5,45 +5,38 @@
 //! unwritten blocks that read as zeros.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::failpoint::crash_point;
 use crate::log::append::Appender;
 use crate::log::index_plan::{PlannedIndexes, write_index_files};
+use crate::log::metrics::Counters;
 use crate::log::segment::{Located, LogSegment, SegmentPaths};
 use crate::log::segments::StructureGuard;
-use crate::log::shared::Shared;
+use crate::log::state::LogState;
 use crate::storage;
 
-/// The offsets a truncation moves, to restore when it gives up.
-struct Offsets {
-    next: u64,
-    durable: u64,
-    visible: u64,
-}
-
-impl Shared {
+impl LogState {
     /// Removes every record at or after `offset` (the whole batch holding it, if it is inside one)
     /// and returns the new next offset.
     pub(crate) fn truncate_to(&self, offset: u64) -> Result<u64> {
         let mut app = self.appender.lock();
         self.check_writable()?;
-        if offset >= self.next_offset() {
-            return Ok(self.next_offset());
+        if offset >= self.offsets.next() {
+            return Ok(self.offsets.next());
         }
         let out_of_range =
-            || Error::OffsetOutOfRange { requested: offset, start: self.start_offset(), next: self.next_offset() };
-        if offset < self.start_offset() {
+            || Error::OffsetOutOfRange { requested: offset, start: self.offsets.start(), next: self.offsets.next() };
+        if offset < self.offsets.start() {
             return Err(out_of_range());
         }
         // Everything stored becomes durable first (and every rolled segment sealed), so the durable
         // offset can honestly become the cut; then no round may run until offsets and files agree.
         self.run_round()?;
         let structure = self.segments.lock();
-        let rounds = self.hold_rounds()?;
-        debug_assert!(self.rolled.lock().is_empty(), "a round seals every rolled segment");
+        let rounds = self.durability.hold_rounds()?;
+        debug_assert!(self.segments.rolled_count() == 0, "a round seals every rolled segment");
         let segment = self.segments.floor(offset).ok_or_else(out_of_range)?;
         // The cut segment and the one after it must be the log's (DESIGN.md §4): a foreign file
         // would be cut, or taken for where the cut segment ends.
@@ -59,13 +52,13 @@ impl Shared {
         // compaction a gap before it goes too (its offsets hold no records, and a normal batch
         // may only follow the previous batch's end).
         let cut = segment.end_before(at)?;
-        if cut < self.start_offset() {
+        if cut < self.offsets.start() {
             // That batch starts below the log start offset: nothing readable is left; restart empty
             // at the start offset rather than end the log below its start.
-            let start = self.start_offset();
+            let start = self.offsets.start();
             self.reset_locked(&structure, &mut app, start)?;
             drop(rounds);
-            self.lower_cleaned_up_to(start);
+            self.cleaner.lower_to(&self.dir, start);
             self.note_truncation(start);
             tracing::info!(dir = %self.dir.display(), requested = offset, next = start, "log truncated to its start");
             return Ok(start);
@@ -73,20 +66,21 @@ impl Shared {
         let kept = segment.indexes_before(at.position, cut)?;
         // The recovery point comes down first, so no crash can claim the removed records durable,
         // and the offsets with it. A failure here changes nothing (the log is not poisoned).
-        let saved = self.write_checkpoint_capped(cut, || self.move_offsets(cut))?;
+        let saved = self.checkpoint.write_capped(&self.checkpoint_parts(), cut, || self.offsets.move_end(cut))?;
         crash_point!("truncate_after_checkpoint");
         // Readers of the cut segment finish before any byte of it changes; later segments only
         // change names, so their readers carry on.
         let waited = Instant::now();
         if !segment.retire_within(Duration::from_millis(self.config.truncate_wait_ms)) {
-            self.restore_offsets(&saved);
+            self.offsets.restore_end(saved);
             tracing::warn!(dir = %self.dir.display(), offset, waited_ms = waited.elapsed().as_millis() as u64, "truncation gave up: readers busy");
             return Err(Error::Busy { waited: waited.elapsed() });
         }
-        let active = self.cut_suffix(&structure, &segment, at.position, cut, &kept).map_err(|e| self.poison(e))?;
+        let active =
+            self.cut_suffix(&structure, &segment, at.position, cut, &kept).map_err(|e| self.durability.poison(e))?;
         app.active = active;
         drop(rounds);
-        self.lower_cleaned_up_to(cut);
+        self.cleaner.lower_to(&self.dir, cut);
         self.note_truncation(cut);
         tracing::info!(dir = %self.dir.display(), requested = offset, next = cut, "log truncated");
         Ok(cut)
@@ -121,11 +115,11 @@ impl Shared {
         let mut app = self.appender.lock();
         self.check_writable()?;
         let structure = self.segments.lock();
-        let rounds = self.hold_rounds()?;
-        let old_start = self.start_offset();
+        let rounds = self.durability.hold_rounds()?;
+        let old_start = self.offsets.start();
         self.reset_locked(&structure, &mut app, offset)?;
         drop(rounds);
-        self.lower_cleaned_up_to(offset);
+        self.cleaner.lower_to(&self.dir, offset);
         // Every record is gone, also those below `offset`: waiters and readers of any of them are
         // told (a cut at `offset` alone would tell a waiter for a removed, never durable record
         // below it that it is durable).
@@ -141,7 +135,7 @@ impl Shared {
         // progress, so an open after a crash from here on completes it: old state or new, never
         // old records above the new start); a failure there changes nothing. Any failure after it
         // poisons the log (reopening completes the reset).
-        self.write_checkpoint_reset(offset, || self.move_offsets(offset))?;
+        self.checkpoint.write_reset(&self.checkpoint_parts(), offset)?;
         crash_point!("reset_after_checkpoint");
         let result = (|| {
             // The new segment may take the name of an old one: rename the old ones first.
@@ -152,35 +146,16 @@ impl Shared {
             self.segments.edit(structure, |map| map.insert(Arc::clone(&active)));
             // Before any append: a mark left in place would make an open after a crash delete
             // records appended after the reset.
-            self.write_checkpoint_reset_done()?;
+            self.checkpoint.write_reset_done(&self.checkpoint_parts())?;
             Ok::<_, Error>(active)
         })();
-        app.active = result.map_err(|e| self.poison(e))?;
+        app.active = result.map_err(|e| self.durability.poison(e))?;
         Ok(())
     }
 
-    /// The cleaner's checkpoint may not claim records past a cut clean (new records will be
-    /// appended there). Only compaction work depends on it, so a failed write is logged.
-    fn lower_cleaned_up_to(&self, cut: u64) {
-        if self.cleaner.cleaned_up_to.fetch_min(cut, Ordering::AcqRel) > cut
-            && let Err(error) = crate::log::cleaner::checkpoint::write(&self.dir, cut)
-        {
-            tracing::warn!(%error, "lowering the cleaner checkpoint failed; compaction may skip some records");
-        }
-    }
-
-    /// Sets next, durable and visible to `to`, returning what they were.
-    fn move_offsets(&self, to: u64) -> Offsets {
-        Offsets {
-            next: self.next_offset.swap(to, Ordering::SeqCst),
-            durable: self.durable_offset.swap(to, Ordering::SeqCst),
-            visible: self.visible_end.swap(to, Ordering::SeqCst),
-        }
-    }
-
-    fn restore_offsets(&self, saved: &Offsets) {
-        self.next_offset.store(saved.next, Ordering::SeqCst);
-        self.durable_offset.store(saved.durable, Ordering::SeqCst);
-        self.visible_end.store(saved.visible, Ordering::SeqCst);
+    /// Tells waiters and readers (their epoch is now stale) that offsets from `cut` on were cut.
+    fn note_truncation(&self, cut: u64) {
+        self.durability.note_truncation(cut);
+        Counters::add(&self.counters.truncations, 1);
     }
 }

@@ -13,13 +13,13 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
 
-/// A bounded pool of byte buffers. Cheap to clone (shared).
+/// A bounded pool of byte buffers. Cheap to clone (clones share the pool).
 #[derive(Clone)]
 pub struct BufferPool {
-    shared: Arc<Shared>,
+    pool: Arc<Pool>,
 }
 
-struct Shared {
+struct Pool {
     total_bytes: usize,
     poolable_bytes: usize,
     state: Mutex<State>,
@@ -72,12 +72,12 @@ impl BufferPool {
             waits: 0,
             timeouts: 0,
         };
-        BufferPool { shared: Arc::new(Shared { total_bytes, poolable_bytes, state: Mutex::new(state) }) }
+        BufferPool { pool: Arc::new(Pool { total_bytes, poolable_bytes, state: Mutex::new(state) }) }
     }
 
     /// The size of the buffers the pool keeps for reuse.
     pub fn poolable_bytes(&self) -> usize {
-        self.shared.poolable_bytes
+        self.pool.poolable_bytes
     }
 
     /// A buffer with capacity for at least `size` bytes (exactly the pooled size when
@@ -85,13 +85,13 @@ impl BufferPool {
     /// `Error::BufferExhausted` if the wait times out; `Error::InvalidConfig` if `size` exceeds the
     /// pool's total.
     pub fn allocate(&self, size: usize, max_wait: Duration) -> Result<PooledBuffer> {
-        let shared = &self.shared;
-        let size = size.max(1).max(if size <= shared.poolable_bytes { shared.poolable_bytes } else { 0 });
-        if size > shared.total_bytes {
-            let reason = format!("a buffer of {size} bytes exceeds the pool's {} bytes", shared.total_bytes);
+        let pool = &self.pool;
+        let size = size.max(1).max(if size <= pool.poolable_bytes { pool.poolable_bytes } else { 0 });
+        if size > pool.total_bytes {
+            let reason = format!("a buffer of {size} bytes exceeds the pool's {} bytes", pool.total_bytes);
             return Err(Error::InvalidConfig { field: "buffer_pool.total_bytes", reason });
         }
-        let mut state = shared.state.lock();
+        let mut state = pool.state.lock();
         if state.waiters.is_empty()
             && let Some(buffer) = self.take(&mut state, size)
         {
@@ -130,7 +130,7 @@ impl BufferPool {
     /// Serves `size` bytes now if the pool can: a free pooled buffer, or unallocated memory (freeing
     /// pooled buffers back into it if needed).
     fn take(&self, state: &mut State, size: usize) -> Option<PooledBuffer> {
-        let poolable = self.shared.poolable_bytes;
+        let poolable = self.pool.poolable_bytes;
         if size == poolable
             && let Some(buf) = state.free.pop()
         {
@@ -156,8 +156,8 @@ impl BufferPool {
     /// Takes a buffer back: a pooled-size buffer is kept for reuse, any other is dropped and its
     /// memory returned to the limit. Wakes the first waiter.
     fn release(&self, mut buf: Vec<u8>, capacity: usize) {
-        let mut state = self.shared.state.lock();
-        if capacity == self.shared.poolable_bytes && buf.capacity() == capacity {
+        let mut state = self.pool.state.lock();
+        if capacity == self.pool.poolable_bytes && buf.capacity() == capacity {
             buf.clear();
             state.free.push(buf);
         } else {
@@ -170,10 +170,10 @@ impl BufferPool {
 
     /// A snapshot of the pool's metrics.
     pub fn metrics(&self) -> BufferPoolMetrics {
-        let state = self.shared.state.lock();
+        let state = self.pool.state.lock();
         BufferPoolMetrics {
-            total_bytes: self.shared.total_bytes,
-            available_bytes: state.unallocated_bytes + state.free.len() * self.shared.poolable_bytes,
+            total_bytes: self.pool.total_bytes,
+            available_bytes: state.unallocated_bytes + state.free.len() * self.pool.poolable_bytes,
             free_buffers: state.free.len(),
             waiting_threads: state.waiters.len(),
             waits: state.waits,

@@ -58,11 +58,11 @@ impl Default for ProducerConfig {
 /// # }
 /// ```
 pub struct Producer {
-    shared: Arc<Shared>,
+    shared: Arc<Accumulator>,
     sender: Option<JoinHandle<()>>,
 }
 
-struct Shared {
+struct Accumulator {
     log: Arc<Log>,
     config: ProducerConfig,
     pool: BufferPool,
@@ -151,7 +151,7 @@ impl Producer {
         // No batch may outgrow what the log accepts.
         let batch_bytes = config.batch_bytes.min(log.config().max_batch_bytes as usize);
         let config = ProducerConfig { batch_bytes, ..config };
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(Accumulator {
             pool: BufferPool::new(config.buffer_memory, config.batch_bytes),
             clock: log.config().clock.clone(),
             log,
@@ -302,7 +302,7 @@ impl OpenBatch {
     }
 }
 
-impl Shared {
+impl Accumulator {
     /// The sender thread: takes ready (or lingered) batches, appends them without waiting, then
     /// waits once for the durability of the last one (so its fsync covers them all), and completes
     /// every handle.

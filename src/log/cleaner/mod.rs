@@ -35,7 +35,7 @@ use crate::log::index_plan::write_index_files_as;
 use crate::log::metrics::Counters;
 use crate::log::segment::LogSegment;
 use crate::log::segments::StructureGuard;
-use crate::log::shared::Shared;
+use crate::log::state::LogState;
 use crate::log::walk::{self, BatchPos};
 use crate::storage::{self, MappedFile};
 use key_map::KeyMap;
@@ -95,6 +95,17 @@ impl CleanerState {
         self.stop.load(Ordering::Acquire)
     }
 
+    /// A truncation or reset cut the log at `cut`: the cleaner's checkpoint may not claim records
+    /// past it clean (new records will be appended there). Only compaction work depends on it,
+    /// so a failed write is logged.
+    pub(crate) fn lower_to(&self, dir: &Path, cut: u64) {
+        if self.cleaned_up_to.fetch_min(cut, Ordering::AcqRel) > cut
+            && let Err(error) = checkpoint::write(dir, cut)
+        {
+            tracing::warn!(%error, "lowering the cleaner checkpoint failed; compaction may skip some records");
+        }
+    }
+
     pub(crate) fn stop(&self) {
         let _guard = self.sleeping.lock();
         self.stop.store(true, Ordering::Release);
@@ -136,7 +147,7 @@ struct Output {
     len: u64,
 }
 
-impl Shared {
+impl LogState {
     /// Runs one compaction pass. Unless `forced`, only when the dirty share reaches
     /// `min_cleanable_dirty_percent`. `None` if there was nothing to do.
     pub(crate) fn compact(&self, forced: bool) -> Result<Option<CompactionReport>> {
@@ -165,7 +176,7 @@ impl Shared {
             let active = app.active.base_offset();
             self.segments.all().into_iter().take_while(|s| s.base_offset() < active && s.is_sealed()).collect()
         };
-        let first_dirty = self.cleaner.cleaned_up_to.load(Ordering::Acquire).max(self.start_offset());
+        let first_dirty = self.cleaner.cleaned_up_to.load(Ordering::Acquire).max(self.offsets.start());
         let Some(dirty_from) = sealed.iter().position(|s| s.next_offset() > first_dirty) else { return Ok(None) };
         let total: u64 = sealed.iter().map(|s| s.size()).sum();
         let dirty: u64 = sealed[dirty_from..].iter().map(|s| s.size()).sum();
@@ -365,7 +376,7 @@ impl Shared {
         let swapped =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.swap_files(&structure, sources, &outputs)))
                 .unwrap_or_else(|payload| Err(Error::panicked("a compaction swap", payload.as_ref())));
-        swapped.map_err(|e| self.poison(e))?;
+        swapped.map_err(|e| self.durability.poison(e))?;
         self.cleaner.cleaned_up_to.store(end_offset, Ordering::Release);
         checkpoint::write(&self.dir, end_offset)
     }
@@ -434,7 +445,7 @@ impl Shared {
 /// The `.cleaned` output of a pass before its swap: deleted on drop (a failed, cancelled or
 /// panicking pass leaves nothing behind) unless handed to the swap.
 struct Written<'a> {
-    shared: &'a Shared,
+    shared: &'a LogState,
     outputs: Vec<Output>,
     /// The group being written, if any.
     partial: Option<u64>,
@@ -503,7 +514,7 @@ fn write_out(file: &mut File, path: &Path, out: &mut Vec<u8>) -> Result<u64> {
 
 /// Starts the cleaner thread when the log compacts: a pass every `cleaner_backoff_ms` when enough
 /// is dirty, until close stops it.
-pub(crate) fn spawn(shared: &Arc<Shared>) -> Result<Option<JoinHandle<()>>> {
+pub(crate) fn spawn(shared: &Arc<LogState>) -> Result<Option<JoinHandle<()>>> {
     if shared.config.cleanup_policy != CleanupPolicy::Compact {
         return Ok(None);
     }
