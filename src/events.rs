@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
-use crate::log::{Histogram, LatencySummary};
+use crate::histogram::{Histogram, LatencySummary};
 
 /// A unit of background work. Returning an error logs and counts it.
 pub type Event = Box<dyn FnOnce() -> Result<()> + Send + 'static>;

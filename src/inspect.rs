@@ -254,7 +254,7 @@ pub fn dump_dir(dir: &Path, with_records: bool) -> Result<Vec<Dump>> {
 /// between the listing and its reading (on a live log: a preallocated file renamed at a roll, a
 /// deleted segment) is left out, not an error.
 pub fn dump_dir_with(dir: &Path, options: &DumpOptions) -> Result<Vec<Dump>> {
-    let mut names = crate::log::load::dir_names(dir)?;
+    let mut names = crate::log::open::files::dir_names(dir)?;
     names.sort();
     let mut shown = 0;
     let mut dumps = Vec::with_capacity(names.len());
@@ -298,7 +298,7 @@ pub struct IndexSanity {
 /// of a directory) checked for structure and against its segment, without printing entries.
 pub fn index_sanity(path: &Path) -> Result<Vec<IndexSanity>> {
     let (dir, names) = if path.is_dir() {
-        let mut names = crate::log::load::dir_names(path)?;
+        let mut names = crate::log::open::files::dir_names(path)?;
         names.sort();
         (path.to_path_buf(), names)
     } else {
@@ -322,7 +322,7 @@ pub fn index_sanity(path: &Path) -> Result<Vec<IndexSanity>> {
             Err(_) => Some("no segment for this index (the next open deletes it)".to_owned()),
             Ok(meta) => {
                 let walked = walk_batches(&paths.log, base, meta.len(), false)?;
-                let last = crate::log::load::list_segments(&dir)?.last().is_some_and(|f| f.base == base);
+                let last = crate::log::open::files::list_segments(&dir)?.last().is_some_and(|f| f.base == base);
                 verify_indexes(&paths.index, &paths.time_index, base, &walked, last, &mut report)?;
                 let path = dir.join(&name);
                 report
@@ -615,7 +615,7 @@ type ListedSegment = (u64, Option<crate::storage::FileId>, Option<u64>);
 /// The segments of `dir` as a live writer changes them: every `.log` with its identity, and the
 /// length of all but the last (appends to the last are no change for a check).
 fn settled_listing(dir: &Path) -> Result<Vec<ListedSegment>> {
-    let files = match crate::log::load::list_segments(dir) {
+    let files = match crate::log::open::files::list_segments(dir) {
         Err(e) if vanished(&e) => return Ok(Vec::new()), // a file went between listing and stat
         files => files?,
     };
@@ -642,7 +642,7 @@ fn verify_once(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
     }
     let checkpoint = verify_checkpoint(dir, &mut report)?;
     report.recovery_point = checkpoint.map(|c| c.recovery_point);
-    let files = crate::log::load::list_segments(dir)?;
+    let files = crate::log::open::files::list_segments(dir)?;
     let mut expected = files.first().map_or(0, |f| f.base);
     let mut damaged = false;
     let mut walked_any = false;
@@ -678,7 +678,7 @@ fn verify_once(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
         report.batches += walked.batches.iter().filter(|b| b.status == "ok").count() as u64;
         report.records += check.records;
         report.bytes += walked.valid_len;
-        let sealed = !last && crate::log::recover::was_sealed(dir, *file);
+        let sealed = !last && crate::log::open::recover::was_sealed(dir, *file);
         damaged |= judge_end(&path.log, &walked, file.len, (last, sealed), report.recovery_point, &mut report);
         verify_indexes(&path.index, &path.time_index, file.base, &walked, last, &mut report)?;
         expected = walked.next_offset;
@@ -702,7 +702,7 @@ fn verify_once(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
 /// last and not continuing the segment before it), and, if the last one is foreign, where the log
 /// really ends (the data of the segment before it). Reads only the segment before the last.
 pub fn empty_foreign_files(dir: &Path) -> Result<(Vec<PathBuf>, Option<u64>)> {
-    let files = crate::log::load::list_segments(dir)?;
+    let files = crate::log::open::files::list_segments(dir)?;
     let path = |base| crate::log::segment::SegmentPaths::new(dir, base).log;
     let mut foreign: Vec<PathBuf> =
         files.iter().rev().skip(1).filter(|f| f.len == 0).map(|f| path(f.base)).rev().collect();
@@ -776,7 +776,7 @@ pub fn dir_state(dir: &Path) -> Result<DirState> {
 pub fn open_or_undo(dir: &Path, config: LogConfig) -> Result<Log> {
     let before = match dir_state(dir)? {
         DirState::Missing => None,
-        _ => Some(crate::log::load::dir_names(dir)?),
+        _ => Some(crate::log::open::files::dir_names(dir)?),
     };
     let error = match Log::open(dir, config) {
         Ok(log) => return Ok(log),
@@ -784,7 +784,7 @@ pub fn open_or_undo(dir: &Path, config: LogConfig) -> Result<Log> {
     };
     // Undo only under the directory's lock: another process may have created the log meanwhile
     // (two producers starting at once), and its files are not ours to remove.
-    let Ok(_lock) = crate::log::lock_dir(dir) else { return Err(error) };
+    let Ok(_lock) = crate::storage::lock_dir(dir) else { return Err(error) };
     if matches!(error, Error::Locked { .. }) {
         return Err(error);
     }
@@ -793,7 +793,7 @@ pub fn open_or_undo(dir: &Path, config: LogConfig) -> Result<Log> {
             let _ = std::fs::remove_dir_all(dir);
         }
         Some(before) => {
-            for name in crate::log::load::dir_names(dir).unwrap_or_default() {
+            for name in crate::log::open::files::dir_names(dir).unwrap_or_default() {
                 let derived = matches!(parse_file_name(&name), Some((_, INDEX_SUFFIX | TIME_INDEX_SUFFIX)));
                 if !before.contains(&name) && (derived || name == LOCK_FILE) {
                     let _ = crate::storage::remove_if_exists(&dir.join(&name));
@@ -1029,12 +1029,12 @@ fn recover_now(dir: &Path, force: bool) -> Result<crate::RecoveryReport> {
     let recovery = if force { crate::RecoveryMode::TruncateCorrupt } else { crate::RecoveryMode::Strict };
     // Reopening re-extends the active segment to `segment_bytes`: use the largest size the log
     // already has, not the 1 GiB default, so an offline recovery needs no new disk space.
-    let largest = crate::log::load::list_segments(dir)?.iter().map(|f| f.len).max().unwrap_or(0);
+    let largest = crate::log::open::files::list_segments(dir)?.iter().map(|f| f.len).max().unwrap_or(0);
     let segment_bytes = largest.clamp(crate::format::MIN_SEGMENT_BYTES, LogConfig::default().segment_bytes);
     let config = LogConfig { recovery, segment_bytes, ..LogConfig::default() };
     let marker_path = dir.join(CLEAN_SHUTDOWN_FILE);
     // Take the lock before touching the marker: never under a live writer.
-    let lock = crate::log::lock_dir(dir)?;
+    let lock = crate::storage::lock_dir(dir)?;
     let marker = std::fs::read(&marker_path).ok();
     if crate::storage::remove_if_exists(&marker_path)? {
         crate::storage::sync_dir(dir)?;
@@ -1196,7 +1196,7 @@ fn verify_indexes(
 }
 
 fn note_leftovers(dir: &Path, report: &mut VerifyReport) -> Result<()> {
-    let names = crate::log::load::dir_names(dir)?;
+    let names = crate::log::open::files::dir_names(dir)?;
     for name in &names {
         let path = dir.join(name);
         if [SWAP_SUFFIX, CLEANED_SUFFIX, DELETED_SUFFIX, TMP_SUFFIX].iter().any(|s| name.ends_with(s)) {

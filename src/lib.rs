@@ -8,6 +8,7 @@ mod error;
 pub mod events;
 pub mod failpoint;
 pub mod format;
+mod histogram;
 pub mod inspect;
 mod log;
 mod producer;
@@ -20,9 +21,10 @@ pub use clock::{Clock, ManualClock};
 pub use config::{CleanupPolicy, FlushPolicy, LogConfig, ReadPath, RecoveryMode};
 pub use error::{Corruption, Error, Result};
 pub use events::{EventHandle, EventManager, EventMetrics};
+pub use histogram::LatencySummary;
 pub use log::{
-    AppendInfo, BatchHeader, Checkpoint, CleanShutdown, CompactionReport, Header, LatencySummary, Log, LogMetrics,
-    LogReader, OffsetEntry, Record, RecordView, RecoveryReport, TimeEntry, encode_batch,
+    AppendInfo, BatchHeader, Checkpoint, CleanShutdown, CompactionReport, Header, Log, LogMetrics, LogReader,
+    OffsetEntry, Record, RecordView, RecoveryReport, TimeEntry, encode_batch,
 };
 pub use producer::{BufferPool, BufferPoolMetrics, PooledBuffer, Producer, ProducerConfig, SendHandle};
 pub use records::Records;

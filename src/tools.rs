@@ -155,7 +155,7 @@ pub fn offsets(dir: &Path, time_ms: Option<i64>) -> Result<Offsets, ToolError> {
 pub fn produce_segment_bytes(dir: &Path) -> Result<u64, ToolError> {
     let default = LogConfig::default().segment_bytes;
     let files = match dir_state(dir)? {
-        DirState::Log => crate::log::load::list_segments(dir)?,
+        DirState::Log => crate::log::open::files::list_segments(dir)?,
         _ => Vec::new(),
     };
     let largest = files.iter().map(|f| f.len).max().unwrap_or(0);
@@ -193,9 +193,9 @@ pub fn remove_new_log(dir: &Path, was: DirState) {
     }
     // Only under the directory's lock: another process may have created a log there meanwhile
     // (two producers starting at once), and its files are not ours to remove.
-    let Ok(_lock) = crate::log::lock_dir(dir) else { return };
+    let Ok(_lock) = crate::storage::lock_dir(dir) else { return };
     use crate::format::{CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, CLEANER_CHECKPOINT_FILE, LOCK_FILE, TMP_SUFFIX};
-    for name in crate::log::load::dir_names(dir).unwrap_or_default() {
+    for name in crate::log::open::files::dir_names(dir).unwrap_or_default() {
         let ours = crate::format::parse_file_name(&name).is_some()
             || [CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, CLEANER_CHECKPOINT_FILE, LOCK_FILE].contains(&name.as_str())
             || name.ends_with(TMP_SUFFIX);
@@ -259,7 +259,7 @@ fn admin(
 /// (reopening re-extends the active segment, and an admin command should need no new disk space),
 /// deletions unlinked at once.
 fn admin_config(dir: &Path) -> Result<LogConfig, ToolError> {
-    let largest = crate::log::load::list_segments(dir)?.iter().map(|f| f.len).max().unwrap_or(0);
+    let largest = crate::log::open::files::list_segments(dir)?.iter().map(|f| f.len).max().unwrap_or(0);
     let segment_bytes = largest.clamp(crate::format::MIN_SEGMENT_BYTES, LogConfig::default().segment_bytes);
     Ok(LogConfig { segment_bytes, file_delete_delay_ms: 0, ..LogConfig::default() })
 }

@@ -1,49 +1,33 @@
 //! The append path: stamping timestamps and offsets, encoding into one reused buffer, rolling, and
 //! storing a batch in the active segment, all under the append lock. Durability is the syncer's
-//! job (`shared.rs`, `syncer.rs`); nothing here fsyncs.
+//! job (`group_commit.rs`, `syncer.rs`); nothing here fsyncs.
 
 use std::sync::Arc;
 
 use crate::error::{Corruption, Error, Result};
 use crate::failpoint::crash_point;
 use crate::format::ATTR_CREATE_TIME;
-use crate::log::AppendInfo;
+use crate::log::appender::{Appender, MAX_UNSEALED_SEGMENTS};
 use crate::log::batch::{self, BatchEncoder, BatchHeader, Record};
 use crate::log::metrics::Counters;
 use crate::log::segment::LogSegment;
 use crate::log::state::LogState;
 use crate::storage;
 
-/// Rolled segments that may wait for the syncer to seal them before an appender seals them itself:
-/// each holds three descriptors and three writable maps until it is sealed.
-pub(crate) const MAX_UNSEALED_SEGMENTS: usize = 4;
-
-/// State only the appender uses, under the append lock.
-pub(crate) struct Appender {
-    pub active: Arc<LogSegment>,
-    encoder: BatchEncoder,
-    timestamps: Vec<i64>,
-    /// Append time never goes backwards within an open log.
-    clock_floor_ms: i64,
-    /// The active segment whose successor was asked of the preallocator (once it is half full).
-    prealloc_requested_for: Option<u64>,
-}
-
-impl Appender {
-    pub(crate) fn new(active: Arc<LogSegment>) -> Appender {
-        Appender {
-            active,
-            encoder: BatchEncoder::default(),
-            timestamps: Vec::new(),
-            clock_floor_ms: 0,
-            prealloc_requested_for: None,
-        }
-    }
-
-    fn now_ms(&mut self, shared: &LogState) -> i64 {
-        self.clock_floor_ms = self.clock_floor_ms.max(shared.config.clock.now_ms());
-        self.clock_floor_ms
-    }
+/// What an append stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    /// Offset of the first record.
+    pub base_offset: u64,
+    /// Offset of the last record.
+    pub last_offset: u64,
+    /// Largest record timestamp in the batch.
+    pub max_timestamp_ms: i64,
+    /// The log's clock when the batch was appended (the timestamp of append-time records).
+    pub append_time_ms: i64,
+    /// Truncations the log had made when the batch was stored: [`Log::wait_batch_durable`](crate::Log::wait_batch_durable) uses
+    /// it to report a truncation that removed the batch before the wait began.
+    pub truncation_epoch: u64,
 }
 
 /// What storing a batch did besides storing it.
@@ -62,7 +46,7 @@ impl LogState {
         self.bound_unsealed()?;
         let mut app = self.appender.lock();
         self.check_writable()?;
-        let now = app.now_ms(self);
+        let now = app.now_ms(&self.config.clock);
         let Appender { active, encoder, timestamps, .. } = &mut *app;
         let create_time = self.fill_timestamps(records, now, timestamps)?;
         let size = BatchEncoder::encoded_len(records, |i| timestamps[i] - timestamps[0]) as u64;
@@ -99,7 +83,7 @@ impl LogState {
         self.bound_unsealed()?;
         let mut app = self.appender.lock();
         self.check_writable()?;
-        let now = app.now_ms(self);
+        let now = app.now_ms(&self.config.clock);
         self.check_timestamp(min_ts, now)?;
         self.check_timestamp(max_ts, now)?;
         let base = self.offsets.next();

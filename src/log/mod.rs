@@ -29,6 +29,7 @@
 //! its new segment in the map (truncation holds the append lock until then).
 
 mod append;
+mod appender;
 pub(crate) mod batch;
 mod checkpoint;
 mod checkpoint_writer;
@@ -37,40 +38,36 @@ mod durability;
 mod group_commit;
 pub(crate) mod index;
 mod index_plan;
-pub(crate) mod load;
 mod locate;
 mod metrics;
 mod offset_index;
 mod offsets;
+pub(crate) mod open;
 mod prealloc;
 mod reader;
-pub(crate) mod recover;
 mod retention;
 pub(crate) mod segment;
 mod segments;
 mod state;
-mod swap;
 mod syncer;
 mod time_index;
 mod truncate;
 mod varint;
 pub(crate) mod walk;
 
-use std::fs::{self, File, OpenOptions};
-use std::io::ErrorKind;
 use std::path::Path;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+pub use append::AppendInfo;
 pub use batch::{BatchHeader, Header, Record, encode_batch};
 pub use checkpoint::{Checkpoint, CleanShutdown};
 pub use cleaner::CompactionReport;
 pub(crate) use cleaner::checkpoint::decode as cleaner_checkpoint_decode;
-pub use load::RecoveryReport;
-pub(crate) use metrics::Histogram;
-pub use metrics::{LatencySummary, LogMetrics};
+pub use metrics::LogMetrics;
 pub use offset_index::OffsetEntry;
+pub use open::report::RecoveryReport;
 pub use reader::{LogReader, RecordView};
 pub use time_index::TimeEntry;
 
@@ -78,25 +75,8 @@ use crate::config::{FlushPolicy, LogConfig};
 use crate::error::{Error, Result};
 use crate::events::EventManager;
 use crate::failpoint::crash_point;
-use crate::format::LOCK_FILE;
 use crate::storage;
 use state::{Initial, LogState};
-
-/// What an append stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AppendInfo {
-    /// Offset of the first record.
-    pub base_offset: u64,
-    /// Offset of the last record.
-    pub last_offset: u64,
-    /// Largest record timestamp in the batch.
-    pub max_timestamp_ms: i64,
-    /// The log's clock when the batch was appended (the timestamp of append-time records).
-    pub append_time_ms: i64,
-    /// Truncations the log had made when the batch was stored: [`Log::wait_batch_durable`] uses
-    /// it to report a truncation that removed the batch before the wait began.
-    pub truncation_epoch: u64,
-}
 
 /// A durable, segmented, append-only log of records in one directory.
 ///
@@ -138,9 +118,9 @@ impl Log {
     pub fn open(dir: impl AsRef<Path>, config: LogConfig) -> Result<Log> {
         config.validate()?;
         let dir = dir.as_ref().to_path_buf();
-        prepare_dir(&dir)?;
-        let lock = lock_dir(&dir)?;
-        let loaded = load::load(&dir, &config)?;
+        storage::prepare_dir(&dir)?;
+        let lock = storage::lock_dir(&dir)?;
+        let loaded = open::load(&dir, &config)?;
         let report = &loaded.report;
         tracing::info!(
             dir = %dir.display(),
@@ -170,12 +150,8 @@ impl Log {
     pub fn open_read_only(dir: impl AsRef<Path>, config: LogConfig) -> Result<Log> {
         config.validate()?;
         let dir = dir.as_ref().to_path_buf();
-        match fs::metadata(&dir) {
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => return Err(Error::NotADirectory { path: dir }),
-            Err(e) => return Err(Error::io("open", &dir)(e)),
-        }
-        let loaded = load::load_read_only(&dir, &config)?;
+        storage::require_dir(&dir)?;
+        let loaded = open::load_read_only(&dir, &config)?;
         let config = LogConfig { flush_policy: FlushPolicy::Never, ..config };
         let shared = Arc::new(LogState::new(dir, config, initial(loaded), None, None)?);
         Ok(Log { shared, threads: Vec::new(), events: None })
@@ -621,7 +597,7 @@ impl std::fmt::Debug for Log {
     }
 }
 
-fn initial(loaded: load::Loaded) -> Initial {
+fn initial(loaded: open::loaded::Loaded) -> Initial {
     Initial {
         segments: loaded.segments,
         next_offset: loaded.next_offset,
@@ -674,47 +650,5 @@ fn every(shared: &Arc<LogState>, period: Duration, name: &'static str, work: fn(
     });
     if scheduled.is_err() {
         tracing::debug!(name, "event thread stopped; periodic work ends");
-    }
-}
-
-/// Creates the log directory if needed, fsyncing each parent whose entries changed.
-fn prepare_dir(dir: &Path) -> Result<()> {
-    match fs::metadata(dir) {
-        Ok(meta) if meta.is_dir() => return Ok(()),
-        Ok(_) => return Err(Error::NotADirectory { path: dir.to_path_buf() }),
-        Err(e) if e.kind() == ErrorKind::NotFound => {}
-        Err(e) if e.kind() == ErrorKind::NotADirectory => return Err(Error::NotADirectory { path: dir.to_path_buf() }),
-        Err(e) => return Err(Error::io("stat", dir)(e)),
-    }
-    let mut missing = vec![dir];
-    while let Some(parent) =
-        missing.last().and_then(|d| d.parent()).filter(|p| !p.as_os_str().is_empty() && !p.exists())
-    {
-        missing.push(parent);
-    }
-    fs::create_dir_all(dir).map_err(|e| match e.kind() {
-        ErrorKind::AlreadyExists | ErrorKind::NotADirectory => Error::NotADirectory { path: dir.to_path_buf() },
-        _ => Error::io("create directory", dir)(e),
-    })?;
-    for created in missing.iter().rev() {
-        let parent = created.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        storage::sync_dir(parent)?;
-    }
-    Ok(())
-}
-
-/// Takes the directory's exclusive lock (held as long as the returned file is open).
-pub(crate) fn lock_dir(dir: &Path) -> Result<File> {
-    let path = dir.join(LOCK_FILE);
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(Error::io("create lock file", &path))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked { path }),
-        Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock", &path)(e)),
     }
 }

@@ -3,7 +3,6 @@
 //! its two indexes) with fallocate, so a roll only renames three files and maps them instead of
 //! waiting for the allocation. Leftover `.prealloc` files are deleted at open.
 
-use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
@@ -75,13 +74,13 @@ impl Preallocator {
         let paths = SegmentPaths::new(&self.dir, base);
         let targets = [&paths.log, &paths.index, &paths.time_index];
         for (suffix, target) in SUFFIXES.iter().zip(targets) {
-            if let Err(e) = std::fs::rename(self.prealloc_path(n, suffix), target) {
+            if let Err(e) = storage::rename(&self.prealloc_path(n, suffix), target) {
                 // Leave no half-renamed segment behind: the next roll creates the same names.
                 for path in targets {
                     let _ = storage::remove_if_exists(path);
                 }
                 self.remove(n);
-                return Err(Error::io("rename", target)(e));
+                return Err(e);
             }
         }
         // Opening can fail (no descriptor left): the renamed files hold nothing, and left in place
@@ -139,12 +138,7 @@ impl Preallocator {
         let sizes = [capacity, index_capacity(8), index_capacity(12)];
         for (suffix, size) in SUFFIXES.iter().zip(sizes) {
             let path = self.prealloc_path(n, suffix);
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .open(&path)
-                .map_err(Error::io("create", &path))?;
+            let file = storage::create_new(&path)?;
             let advice = if *suffix == LOG_SUFFIX { storage::SEGMENT_ADVICE } else { storage::INDEX_ADVICE };
             storage::allocate(&file, &path, size, advice)?;
         }

@@ -114,7 +114,7 @@ impl LogState {
     /// (the delayed unlinks did not run yet), so a closed log leaves none behind. Best effort: the
     /// next open deletes what is left.
     pub(crate) fn unlink_deleted_now(&self) {
-        let names = match crate::log::load::dir_names(&self.dir) {
+        let names = match crate::log::open::files::dir_names(&self.dir) {
             Ok(names) => names,
             Err(error) => {
                 tracing::warn!(%error, "listing the log at close failed; .deleted files stay for the next open");

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::failpoint::crash_point;
-use crate::log::append::Appender;
+use crate::log::appender::Appender;
 use crate::log::index_plan::{PlannedIndexes, write_index_files};
 use crate::log::metrics::Counters;
 use crate::log::segment::{Located, LogSegment, SegmentPaths};

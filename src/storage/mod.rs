@@ -1,7 +1,11 @@
-//! The file-system seam: the mmap'd append-only file and the few file operations whose ordering
-//! durability depends on (directory fsync, atomic replace, tolerant unlink). Everything above this
-//! module is written against these functions, so a `pwrite` writer could replace the mmap one.
+//! The file-system seam: every file-system call of the library goes through this module. The
+//! segment file (`MappedFile`: appended with `pwrite`, read through a map or with `pread`), the
+//! directory (`dir.rs`: create, lock, list), and the operations whose ordering durability depends
+//! on (directory fsync, atomic replace, rename, tolerant unlink, cut and preallocate). The layers
+//! above never call `std::fs`, so this is the one place a budget for mapped memory, or another
+//! file system, plugs in.
 
+mod dir;
 mod mmap;
 
 use std::fs::{self, File, OpenOptions};
@@ -9,6 +13,7 @@ use std::io::{ErrorKind, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub(crate) use dir::{list_dir, lock_dir, prepare_dir, require_dir};
 pub(crate) use mmap::MappedFile;
 
 /// Which file a name stood for when it was listed (device and inode): a file another process
@@ -188,6 +193,32 @@ pub(crate) fn remove_if_exists(path: &Path) -> Result<bool> {
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
         Err(e) => Err(Error::io("unlink", path)(e)),
     }
+}
+
+/// Renames `from` to `to` (not durable until the directory is fsynced).
+pub(crate) fn rename(from: &Path, to: &Path) -> Result<()> {
+    fs::rename(from, to).map_err(Error::io("rename", from))
+}
+
+/// Creates `path`, which must not exist, for reading and writing.
+pub(crate) fn create_new(path: &Path) -> Result<File> {
+    OpenOptions::new().read(true).write(true).create_new(true).open(path).map_err(Error::io("create", path))
+}
+
+/// A file's metadata (`stat`).
+pub(crate) fn stat(path: &Path) -> Result<fs::Metadata> {
+    fs::metadata(path).map_err(Error::io("stat", path))
+}
+
+/// Opens a file for reading.
+pub(crate) fn open_read(path: &Path) -> Result<File> {
+    File::open(path).map_err(Error::io("open", path))
+}
+
+/// Copies `from` to `to` and fsyncs the copy.
+pub(crate) fn copy_synced(from: &Path, to: &Path) -> Result<()> {
+    fs::copy(from, to).map_err(Error::io("copy", to))?;
+    File::open(to).and_then(|f| f.sync_all()).map_err(Error::io("fsync", to))
 }
 
 /// Reads a small file whole; `None` if it does not exist.

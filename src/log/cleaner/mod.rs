@@ -12,19 +12,18 @@
 //! `cleaner_io_bytes_per_sec` and cancelled by close.
 
 pub(crate) mod checkpoint;
+pub(crate) mod control;
 mod key_map;
 mod rewrite;
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-use parking_lot::{Condvar, Mutex};
 
 use crate::config::{CleanupPolicy, ReadPath};
 use crate::error::{Corruption, Error, Result};
@@ -38,6 +37,7 @@ use crate::log::segments::StructureGuard;
 use crate::log::state::LogState;
 use crate::log::walk::{self, BatchPos};
 use crate::storage::{self, MappedFile};
+pub(crate) use control::CleanerState;
 use key_map::KeyMap;
 use rewrite::rewrite_batch;
 
@@ -72,47 +72,6 @@ pub struct CompactionReport {
     pub duration_us: u64,
 }
 
-/// The cleaner's state on a log.
-#[derive(Debug, Default)]
-pub(crate) struct CleanerState {
-    /// Everything below this offset was cleaned by the last pass.
-    pub cleaned_up_to: AtomicU64,
-    /// One pass at a time (the thread's, or an explicit `Log::compact`).
-    pass: Mutex<()>,
-    /// Set at close: the running pass stops at its next step, the thread exits.
-    stop: AtomicBool,
-    wake: Condvar,
-    sleeping: Mutex<()>,
-}
-
-impl CleanerState {
-    /// Sleeps up to `period`, returning early (true) when the cleaner is stopped.
-    fn sleep(&self, period: Duration) -> bool {
-        let mut guard = self.sleeping.lock();
-        if !self.stop.load(Ordering::Acquire) {
-            self.wake.wait_for(&mut guard, period);
-        }
-        self.stop.load(Ordering::Acquire)
-    }
-
-    /// A truncation or reset cut the log at `cut`: the cleaner's checkpoint may not claim records
-    /// past it clean (new records will be appended there). Only compaction work depends on it,
-    /// so a failed write is logged.
-    pub(crate) fn lower_to(&self, dir: &Path, cut: u64) {
-        if self.cleaned_up_to.fetch_min(cut, Ordering::AcqRel) > cut
-            && let Err(error) = checkpoint::write(dir, cut)
-        {
-            tracing::warn!(%error, "lowering the cleaner checkpoint failed; compaction may skip some records");
-        }
-    }
-
-    pub(crate) fn stop(&self) {
-        let _guard = self.sleeping.lock();
-        self.stop.store(true, Ordering::Release);
-        self.wake.notify_all();
-    }
-}
-
 /// Pacing and cancellation for one pass.
 struct Pace<'a> {
     state: &'a CleanerState,
@@ -133,7 +92,7 @@ impl Pace<'_> {
                 return Err(Error::Cancelled("the log is closing"));
             }
         }
-        if self.state.stop.load(Ordering::Acquire) {
+        if self.state.stopped() {
             return Err(Error::Cancelled("the log is closing"));
         }
         Ok(())
@@ -265,8 +224,7 @@ impl LogState {
         let base = group[0].base_offset();
         let path = cleaned_path(&self.dir, base, LOG_SUFFIX);
         storage::remove_if_exists(&path)?;
-        let mut file =
-            OpenOptions::new().write(true).create_new(true).open(&path).map_err(Error::io("create", &path))?;
+        let mut file = storage::create_new(&path)?;
         let mut out = Vec::with_capacity(WRITE_BUFFER);
         let mut len = 0u64;
         for segment in group {
@@ -501,7 +459,7 @@ fn swap_path(dir: &Path, base: u64, suffix: &str) -> PathBuf {
 }
 
 fn rename(from: &Path, to: &Path) -> Result<()> {
-    std::fs::rename(from, to).map_err(Error::io("rename", from))
+    storage::rename(from, to)
 }
 
 fn write_out(file: &mut File, path: &Path, out: &mut Vec<u8>) -> Result<u64> {

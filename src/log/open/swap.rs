@@ -4,14 +4,14 @@
 //! at or above the smallest `.cleaned` base belongs to an interrupted rename pass and is discarded
 //! with the `.cleaned` files; every other `.swap` is completed.
 
-use std::fs;
 use std::path::Path;
 
 use crate::config::LogConfig;
 use crate::error::{Corruption, Error, Result};
 use crate::failpoint::crash_point;
 use crate::format::{CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, parse_file_name};
-use crate::log::load::{RecoveryReport, dir_names, remove_logged};
+use crate::log::open::files::{dir_names, remove_logged};
+use crate::log::open::loaded::RecoveryReport;
 use crate::log::walk;
 use crate::storage::{self, MappedFile};
 
@@ -78,7 +78,7 @@ fn complete_swap(
         let target = dir.join(crate::format::file_name(base, suffix));
         let swap = dir.join(format!("{}{SWAP_SUFFIX}", crate::format::file_name(base, suffix)));
         if swap.exists() {
-            fs::rename(&swap, &target).map_err(Error::io("rename", &swap))?;
+            storage::rename(&swap, &target)?;
             crash_point!("swap_renamed");
         }
     }
@@ -88,7 +88,7 @@ fn complete_swap(
 /// The offset after the last batch of a complete swap file. A damaged swap is an error: it was
 /// fsynced before it was renamed to `.swap`, and the segments it replaces may already be gone.
 fn swap_end(path: &Path, base: u64, config: &LogConfig) -> Result<u64> {
-    let len = fs::metadata(path).map_err(Error::io("stat", path))?.len();
+    let len = storage::stat(path)?.len();
     let file = MappedFile::open_sealed(path, len, config.read_path);
     let scan = walk::scan(&file, len, base, config.index_interval_bytes)?;
     file.retire();

@@ -2,7 +2,6 @@
 //! segment holding the recovery point, decide where the log ends, and only then change anything:
 //! cut the log there (§9, recovery form: `set_len`, fsync) and rebuild the scanned indexes.
 
-use std::fs;
 use std::ops::ControlFlow;
 
 use std::path::Path;
@@ -14,8 +13,9 @@ use crate::format::{CORRUPT_SUFFIX, FOREIGN_SUFFIX, REMOVED_SUFFIX};
 use crate::log::checkpoint::Checkpoint;
 use crate::log::index::IndexEntry;
 use crate::log::index_plan::write_index_files;
-use crate::log::load::{Access, Loaded, RecoveryReport, SegmentFile, open_segments, scan_file, scan_file_from};
 use crate::log::offset_index::OffsetEntry;
+use crate::log::open::files::SegmentFile;
+use crate::log::open::loaded::{Access, Loaded, RecoveryReport, open_segments, scan_file, scan_file_from};
 use crate::log::segment::SegmentPaths;
 use crate::log::time_index::TimeEntry;
 use crate::log::walk::{self, BatchPos, Scan, Stop};
@@ -144,7 +144,7 @@ pub(crate) fn set_aside_foreign(dir: &Path, base: u64, report: &mut RecoveryRepo
             continue;
         }
         let kept = unique_name(&path, FOREIGN_SUFFIX);
-        fs::rename(&path, &kept).map_err(Error::io("rename", &path))?;
+        storage::rename(&path, &kept)?;
         tracing::warn!(file = %kept.display(), "set aside a foreign file");
         report.files_kept_foreign.push(kept);
     }
@@ -171,7 +171,7 @@ pub(crate) fn was_sealed(dir: &Path, file: SegmentFile) -> bool {
 /// timestamp 0), as later entries' relative offsets grow.
 fn index_has_zero_tail(path: &Path, entry: usize) -> Option<bool> {
     use std::os::unix::fs::FileExt as _;
-    let file = fs::File::open(path).ok()?;
+    let file = storage::open_read(path).ok()?;
     let len = file.metadata().ok()?.len();
     if len < 2 * entry as u64 {
         return Some(false);
@@ -244,7 +244,7 @@ pub(crate) fn segment_end(dir: &Path, file: SegmentFile) -> Result<u64> {
 
 /// The last entry of an `.index` file, if it has one that is not zero.
 fn last_index_entry(path: &Path) -> Option<OffsetEntry> {
-    let bytes = fs::read(path).ok()?;
+    let bytes = storage::read_if_exists(path).ok()??;
     bytes.chunks_exact(OffsetEntry::LEN).map(OffsetEntry::decode_from).rfind(|e| !e.is_zero())
 }
 
@@ -262,8 +262,7 @@ pub(crate) fn accept_loss(path: &Path, position: u64, config: &LogConfig, reason
 /// Keeps a copy of a damaged segment as `<name>.corrupt`, never read, for a human to inspect.
 fn keep_corrupt(dir: &Path, path: &Path, report: &mut RecoveryReport) -> Result<()> {
     let copy = corrupt_name(path);
-    fs::copy(path, &copy).map_err(Error::io("copy", &copy))?;
-    fs::File::open(&copy).and_then(|f| f.sync_all()).map_err(Error::io("fsync", &copy))?;
+    storage::copy_synced(path, &copy)?;
     storage::sync_dir(dir)?;
     tracing::warn!(file = %copy.display(), "kept a copy of the damaged segment");
     report.files_kept_corrupt.push(copy);
@@ -366,7 +365,7 @@ fn data_end(dir: &Path, file: SegmentFile, from: u64) -> Result<u64> {
 
 fn sync_file(dir: &Path, base: u64) -> Result<()> {
     let path = SegmentPaths::new(dir, base).log;
-    let file = fs::File::open(&path).map_err(Error::io("open", &path))?;
+    let file = storage::open_read(&path)?;
     file.sync_data().map_err(Error::io("fdatasync", &path))
 }
 
@@ -386,7 +385,7 @@ pub(crate) fn remove_segment(
     if config.recovery == RecoveryMode::TruncateCorrupt && bytes > 0 {
         // Healthy, but after the damage: its records leave the log; the file is kept.
         let kept = unique_name(&paths.log, REMOVED_SUFFIX);
-        fs::rename(&paths.log, &kept).map_err(Error::io("rename", &paths.log))?;
+        storage::rename(&paths.log, &kept)?;
         tracing::warn!(file = %kept.display(), "kept a segment removed after the damage");
         report.files_kept_removed.push(kept);
     }

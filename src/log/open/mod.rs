@@ -1,113 +1,32 @@
 //! Opening a log directory: the load procedure of DESIGN.md §7 (Kafka's `LogLoader`). Each step is
-//! a small function and logs what it changed; the unclean-shutdown scan is in `recover.rs`.
+//! a small function and logs what it changed; the unclean-shutdown scan is in `recover.rs`, the
+//! completion or undoing of compaction swaps in `swap.rs`. Dependencies point one way: this file
+//! uses `recover` and `swap`, which use only `files` and `loaded`.
 
 use std::collections::HashSet;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::config::{LogConfig, ReadPath};
+use crate::config::LogConfig;
 use crate::error::{Corruption, Error, Result};
 use crate::failpoint::crash_point;
 use crate::format::{
-    CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, CORRUPT_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, MAX_SEGMENT_BYTES,
-    PREALLOC_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TMP_SUFFIX, parse_file_name,
+    CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, PREALLOC_SUFFIX, SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX, TMP_SUFFIX, parse_file_name,
 };
 use crate::log::checkpoint::{Checkpoint, CleanShutdown, Stored};
 use crate::log::index_plan::write_index_files;
 use crate::log::segment::{LogSegment, SegmentPaths};
-use crate::log::{recover, swap, walk};
-use crate::storage::{self, FileId, MappedFile};
+use crate::storage;
 
-/// What opening a log found and changed. Also logged at open.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-#[non_exhaustive]
-pub struct RecoveryReport {
-    /// The last close was clean (a valid marker matching the files): nothing was scanned.
-    pub clean_shutdown: bool,
-    /// Segments in the log after opening.
-    pub segments_loaded: u64,
-    /// Segments validated batch by batch.
-    pub segments_scanned: u64,
-    /// Bytes validated batch by batch.
-    pub bytes_scanned: u64,
-    /// Segments whose `.index`/`.timeindex` were rebuilt.
-    pub indexes_rebuilt: u64,
-    /// Bytes removed from the end of the log: the torn or damaged data after the cut (not the
-    /// preallocated zeros after it) and the data of the segments after it.
-    pub bytes_truncated: u64,
-    /// Valid records removed with them (in segments after the cut).
-    pub records_truncated: u64,
-    /// Files deleted: leftovers of interrupted operations, orphan indexes, removed segments.
-    pub files_deleted: Vec<PathBuf>,
-    /// Damaged segments kept for inspection as `.corrupt` (only with `RecoveryMode::TruncateCorrupt`).
-    pub files_kept_corrupt: Vec<PathBuf>,
-    /// `.corrupt` copies found in the directory at open: the log was damaged before (logged).
-    pub corrupt_copies: Vec<PathBuf>,
-    /// Segments after the damage that `RecoveryMode::TruncateCorrupt` removed from the log, kept as
-    /// `.removed` (healthy files: their records are lost from the log, not damaged).
-    pub files_kept_removed: Vec<PathBuf>,
-    /// Foreign files set aside as `.foreign` (only with `RecoveryMode::TruncateCorrupt`): `.log`
-    /// files that did not belong to the log (DESIGN.md §4), with their index files.
-    pub files_kept_foreign: Vec<PathBuf>,
-    /// Records below the recovery point (acknowledged as durable) that were lost. Normally 0; only
-    /// `RecoveryMode::TruncateCorrupt` accepts a loss.
-    pub acknowledged_records_lost: u64,
-    /// The recovery point after opening: every offset below it is durable.
-    pub recovery_point: u64,
-    /// Time the open took, in microseconds.
-    pub duration_us: u64,
-}
+pub(crate) mod files;
+pub(crate) mod loaded;
+pub(crate) mod recover;
+pub(crate) mod report;
+mod swap;
 
-/// The state of a loaded directory, ready to become a `Log`.
-pub(crate) struct Loaded {
-    /// Ascending by base offset; the last is the active segment (none only for an empty read-only
-    /// open).
-    pub segments: Vec<LogSegment>,
-    pub next_offset: u64,
-    pub log_start_offset: u64,
-    pub report: RecoveryReport,
-    /// A read-only open: where the last segment's valid data ended when it was scanned.
-    pub live_tail: Option<LiveTail>,
-    /// The open could not write its checkpoint (a full disk): the one on disk is older.
-    pub checkpoint_stale: bool,
-}
-
-/// Where the valid data of a read-only log's last segment ended at open. Damage from there on may
-/// be a live writer's batch in progress (or a tail a truncation is cutting): it is the end of the
-/// log unless the recovery point, read again when a read reaches it, is past it (DESIGN.md §3, §7).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct LiveTail {
-    pub path: PathBuf,
-    pub valid_len: u64,
-    pub end_offset: u64,
-}
-
-impl LiveTail {
-    /// Whether `error` is damage at or past this tail that the checkpoint, read now, does not
-    /// claim durable: the end of the data, not corruption.
-    pub(crate) fn is_end(&self, dir: &Path, error: &Error) -> bool {
-        let Error::Corrupt { path, position, .. } = error else { return false };
-        if *path != self.path || *position < self.valid_len {
-            return false;
-        }
-        recovery_point_now(dir) <= self.end_offset
-    }
-}
-
-/// The recovery point as the checkpoint says now (0 if it cannot be read).
-fn recovery_point_now(dir: &Path) -> u64 {
-    Checkpoint::read(dir).ok().flatten().and_then(Result::ok).map_or(0, |s| s.checkpoint.recovery_point)
-}
-
-/// A `.log` file found in the directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct SegmentFile {
-    pub base: u64,
-    pub len: u64,
-    /// The file the name stood for when listed (read-only views check it at each read).
-    pub id: Option<FileId>,
-}
+use files::{SegmentFile, dir_names, has_kept_suffix, is_corrupt_copy, list_segments, remove_logged, segment_files};
+use loaded::{Access, LiveTail, Loaded, RecoveryReport, open_segments, recovery_point_now, scan_file};
 
 /// Runs DESIGN.md §7 steps 1–5 on a locked directory. An open refused for damage or a foreign file
 /// (`Error::Corrupt`, decided before any segment changed) puts the clean-shutdown marker back: a
@@ -397,61 +316,6 @@ fn note_corrupt_copies(dir: &Path, names: &[String], report: &mut RecoveryReport
     report.corrupt_copies = copies;
 }
 
-/// `<name>.corrupt` or `<name>.corrupt.N`.
-pub(crate) fn is_corrupt_copy(name: &str) -> bool {
-    has_kept_suffix(name, CORRUPT_SUFFIX)
-}
-
-/// `<name><suffix>` or `<name><suffix>.N` (a kept file: `.corrupt`, `.removed`, `.foreign`).
-pub(crate) fn has_kept_suffix(name: &str, suffix: &str) -> bool {
-    name.ends_with(suffix)
-        || name.rsplit_once('.').is_some_and(|(head, n)| head.ends_with(suffix) && n.parse::<u32>().is_ok())
-}
-
-/// Deletes `dir/name` if it exists, logging why and recording it in the report.
-pub(crate) fn remove_logged(dir: &Path, name: &str, why: &str, report: &mut RecoveryReport) -> Result<()> {
-    let path = dir.join(name);
-    if storage::remove_if_exists(&path)? {
-        tracing::info!(file = %path.display(), why, "deleted");
-        report.files_deleted.push(path);
-    }
-    Ok(())
-}
-
-pub(crate) fn dir_names(dir: &Path) -> Result<Vec<String>> {
-    let entries = fs::read_dir(dir).map_err(Error::io("list", dir))?;
-    let mut names = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(Error::io("list", dir))?;
-        names.extend(entry.file_name().to_str().map(str::to_owned));
-    }
-    Ok(names)
-}
-
-/// The `.log` files, ascending by base offset.
-pub(crate) fn list_segments(dir: &Path) -> Result<Vec<SegmentFile>> {
-    segment_files(dir, &dir_names(dir)?)
-}
-
-/// The `.log` files among `names`, ascending by base offset (one stat each, for the length).
-fn segment_files(dir: &Path, names: &[String]) -> Result<Vec<SegmentFile>> {
-    let mut files = Vec::new();
-    for name in names {
-        if let Some((base, LOG_SUFFIX)) = parse_file_name(name) {
-            let path = dir.join(name);
-            let meta = fs::metadata(&path).map_err(Error::io("stat", &path))?;
-            let len = meta.len();
-            if len > MAX_SEGMENT_BYTES {
-                let reason = Corruption::BadLength { length: len, available: MAX_SEGMENT_BYTES };
-                return Err(Error::corrupt(path, MAX_SEGMENT_BYTES, reason));
-            }
-            files.push(SegmentFile { base, len, id: Some(FileId::of(&meta)) });
-        }
-    }
-    files.sort_by_key(|f| f.base);
-    Ok(files)
-}
-
 /// Step 3, cheap part: a segment without one of its index files gets both rebuilt now. (Whether an
 /// existing index is a whole number of entries is checked when the segment is first read, with the
 /// full check: stat'ing 20,000 index files would dominate a clean open of 10,000 segments.)
@@ -475,38 +339,6 @@ fn rebuild_missing_indexes(
         report.indexes_rebuilt += 1;
     }
     Ok(())
-}
-
-/// How a scan reads a file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Access {
-    /// Through a temporary read-only map: the writer, which holds the lock, at open.
-    Mapped,
-    /// With `pread`: a read-only open, possibly of a log another process is writing.
-    Pread,
-}
-
-/// Validates a segment file batch by batch from its start.
-pub(crate) fn scan_file(dir: &Path, file: SegmentFile, config: &LogConfig, access: Access) -> Result<walk::Scan> {
-    scan_file_from(dir, file, config, access, 0)
-}
-
-/// [`scan_file`], validating in full only the batches holding an offset at or after `check_from`.
-pub(crate) fn scan_file_from(
-    dir: &Path,
-    file: SegmentFile,
-    config: &LogConfig,
-    access: Access,
-    check_from: u64,
-) -> Result<walk::Scan> {
-    let path = SegmentPaths::new(dir, file.base).log;
-    let reader = match access {
-        Access::Mapped => MappedFile::open_sealed(&path, file.len, config.read_path),
-        Access::Pread => MappedFile::open_sealed(&path, file.len, ReadPath::Pread),
-    };
-    let scan = walk::scan_checking_from(&reader, file.len, file.base, config.index_interval_bytes, check_from)?;
-    reader.retire();
-    scan.ok_or_else(|| Error::io("scan", &path)(std::io::ErrorKind::NotFound.into()))
 }
 
 /// Step 4, clean case: the marker is valid and matches the active segment exactly. Returns the
@@ -552,27 +384,6 @@ fn clean_end(
             Ok(None)
         }
     }
-}
-
-/// Opens the loaded segments: all but the last sealed (trusted up to their file length), the last
-/// active, ending at `next_offset`.
-pub(crate) fn open_segments(dir: &Path, files: &[SegmentFile], next_offset: u64, config: &LogConfig) -> Result<Loaded> {
-    let mut segments = Vec::with_capacity(files.len());
-    for pair in files.windows(2) {
-        segments.push(LogSegment::open_sealed(dir, pair[0].base, pair[0].len, pair[1].base, config));
-    }
-    let Some(last) = files.last() else {
-        return Err(Error::io("open", dir)(std::io::ErrorKind::NotFound.into()));
-    };
-    segments.push(LogSegment::open_active(dir, last.base, last.len, next_offset, config)?);
-    Ok(Loaded {
-        segments,
-        next_offset,
-        log_start_offset: files[0].base,
-        report: RecoveryReport::default(),
-        live_tail: None,
-        checkpoint_stale: false,
-    })
 }
 
 /// A directory with no segments: an empty log at the log start offset, unless the checkpoint says
