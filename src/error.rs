@@ -325,6 +325,9 @@ pub enum Corruption {
     /// A checkpoint or marker file failed its checks.
     #[error("{0}")]
     BadFile(&'static str),
+    /// A file just written (the cleaner's output) could not be read back for its check.
+    #[error("written, but could not be read back")]
+    NotReadBack,
     /// A file is shorter than the data known to be in it.
     #[error("file is {len} bytes, expected at least {expected}")]
     ShortFile {
