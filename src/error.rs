@@ -175,6 +175,13 @@ pub enum Corruption {
     /// The batch magic byte is not a supported version.
     #[error("unsupported magic {0}")]
     BadMagic(u8),
+    /// Fewer bytes than a batch header's 43 are there: a header cut short (a torn tail, or a
+    /// caller's batch too short to hold one).
+    #[error("batch header cut short: {available} of {} bytes", crate::format::BATCH_HEADER_LEN)]
+    ShortHeader {
+        /// Bytes there.
+        available: u64,
+    },
     /// `12 + batch_length` is below the header size, above `MAX_BATCH_LEN`, or past the file end.
     #[error("batch length {length} invalid ({available} bytes available)")]
     BadLength {

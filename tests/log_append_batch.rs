@@ -67,6 +67,11 @@ fn damaged_or_forbidden_batches_are_refused() {
     trailing.push(0);
     assert!(matches!(log.append_batch(&trailing), Err(Error::InvalidBatch { .. })));
     assert!(matches!(log.append_batch(&good[..good.len() - 1]), Err(Error::InvalidBatch { .. })));
+    // Too short for a header: its own reason, not an empty batch.
+    assert!(matches!(
+        log.append_batch(&good[..10]),
+        Err(Error::InvalidBatch { reason: Corruption::ShortHeader { available: 10 } })
+    ));
 
     let stale = encode_batch(&[Record::new(b"old")], now - 3_700_000).unwrap();
     assert!(matches!(log.append_batch(&stale), Err(Error::InvalidTimestamp { .. })));

@@ -211,8 +211,7 @@ fn validate_records(
     records: Option<&mut Vec<RawRecord>>,
 ) -> Result<BatchSummary, Corruption> {
     let available = bytes.len() as u64;
-    let header =
-        BatchHeader::decode_from(bytes).ok_or(Corruption::BadLength { length: BATCH_HEADER_LEN as u64, available })?;
+    let header = BatchHeader::decode_from(bytes).ok_or(Corruption::ShortHeader { available })?;
     header.check(available, expected)?;
     let batch = &bytes[..header.size() as usize];
     let computed = crc32fast::hash(&batch[ATTRIBUTES_POS..]);
@@ -651,6 +650,10 @@ mod tests {
         for cut in 0..bytes.len() {
             assert!(validate(&bytes[..cut], Some(0)).is_err(), "cut at {cut} accepted");
         }
+        for cut in 0..BATCH_HEADER_LEN {
+            assert_eq!(validate(&bytes[..cut], Some(0)), Err(Corruption::ShortHeader { available: cut as u64 }));
+        }
+        assert_eq!(Corruption::ShortHeader { available: 3 }.to_string(), "batch header cut short: 3 of 43 bytes");
     }
 
     #[test]

@@ -483,12 +483,7 @@ impl LogSegment {
     fn header_at(&self, position: u64, len: u64) -> Result<BatchHeader> {
         let available = len.saturating_sub(position).min(BATCH_HEADER_LEN as u64) as usize;
         let header = self.log.read_with(position, available, BatchHeader::decode_from)?.flatten();
-        header.ok_or_else(|| {
-            self.corrupt(
-                position,
-                Corruption::BadLength { length: BATCH_HEADER_LEN as u64, available: available as u64 },
-            )
-        })
+        header.ok_or_else(|| self.corrupt(position, Corruption::ShortHeader { available: available as u64 }))
     }
 
     pub(crate) fn corrupt(&self, position: u64, reason: Corruption) -> Error {
