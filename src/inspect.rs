@@ -190,6 +190,9 @@ pub fn dump_file_with(path: &Path, options: &DumpOptions) -> Result<Dump> {
     dump_file_counted(path, options, &mut 0)
 }
 
+/// How often `dump` reads a segment again whose length changed while it was read.
+const DUMP_RETRIES: u32 = 5;
+
 fn dump_file_counted(path: &Path, options: &DumpOptions, shown: &mut u64) -> Result<Dump> {
     // A live writer trims a segment when it seals it: damage seen in a file whose length changed
     // while it was read is that, not damage; read it again.
@@ -203,7 +206,7 @@ fn dump_file_counted(path: &Path, options: &DumpOptions, shown: &mut u64) -> Res
             }
             _ => false,
         };
-        if !changed || attempt == 5 {
+        if !changed || attempt == DUMP_RETRIES {
             return Ok(dump);
         }
         attempt += 1;

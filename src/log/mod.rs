@@ -346,9 +346,7 @@ impl Log {
                 return Err(error);
             }
             refreshes += 1;
-            if refreshes > 3 {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            reader::pause_before_refresh(refreshes);
             if self.shared.refresh_read_only().is_err() {
                 return Err(error);
             }

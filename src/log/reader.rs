@@ -17,6 +17,17 @@ use crate::log::walk::BatchPos;
 /// waits a millisecond, so real damage is reported within about 20 ms.
 pub(crate) const READ_ONLY_REFRESHES: u32 = 20;
 
+/// Refreshes of a read-only view that follow one another at once; each later one waits first.
+const QUICK_REFRESHES: u32 = 3;
+
+/// Before the `refreshes`-th refresh of a read-only view (counting from 1): after the first
+/// [`QUICK_REFRESHES`], waits a millisecond for the writer to finish what it is changing.
+pub(crate) fn pause_before_refresh(refreshes: u32) {
+    if refreshes > QUICK_REFRESHES {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// Bytes copied per chunk at most (a larger batch is copied whole).
 const CHUNK_BYTES: u64 = 64 << 10;
 
@@ -315,9 +326,7 @@ impl LogReader<'_> {
             return false;
         }
         self.refreshes += 1;
-        if self.refreshes > 3 {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        pause_before_refresh(self.refreshes);
         if let Err(refresh) = self.log.refresh_read_only() {
             tracing::debug!(%error, %refresh, "re-reading the log's files failed");
             return false;
