@@ -32,14 +32,17 @@ pub enum Error {
         /// What was wrong.
         reason: Corruption,
     },
-    /// A read asked for an offset outside `[start, next)`.
+    /// A read asked for an offset below the log start or past the next offset (a read anywhere
+    /// from the visible end to the next offset is empty, not an error), or a truncation for one
+    /// below the start.
     #[error("offset {requested} out of range [{start}, {next})")]
     OffsetOutOfRange {
         /// The offset asked for.
         requested: u64,
         /// The log start offset at the time of the call.
         start: u64,
-        /// The visible end at the time of the call.
+        /// The log's next offset at the time of the call (for a read whose segment went away
+        /// under it, the end it was reading to).
         next: u64,
     },
     /// Another `Log` (in this process or another) holds the directory lock.
