@@ -24,5 +24,6 @@ pub use log::{
     AppendInfo, BatchHeader, Checkpoint, CleanShutdown, CompactionReport, Header, LatencySummary, Log, LogMetrics,
     LogReader, OffsetEntry, Record, RecordView, RecoveryReport, TimeEntry, encode_batch,
 };
+pub use log::{BatchView, Batches};
 pub use producer::{BufferPool, BufferPoolMetrics, PooledBuffer, Producer, ProducerConfig, SendHandle};
 pub use records::Records;

@@ -303,6 +303,8 @@ pub(crate) struct RawRecord {
     pub value: Span,
     /// The encoded headers (after the count).
     pub headers: Span,
+    /// Bytes the record takes in its batch, its length prefix included.
+    pub len: u32,
 }
 
 /// Decodes the records of a batch in order. Stops after `record_count` records or the first error.
@@ -364,9 +366,10 @@ impl<'a> RecordIter<'a> {
         if c.position != end {
             return Err("record length disagrees with its fields");
         }
+        let len = (end - self.position) as u32;
         self.position = end;
         let headers = Span { start: headers_start as u32, len: (end - headers_start) as u32 };
-        Ok(RawRecord { timestamp_ms, offset_delta, header_count, key, value, headers })
+        Ok(RawRecord { timestamp_ms, offset_delta, header_count, key, value, headers, len })
     }
 }
 
@@ -616,6 +619,11 @@ mod tests {
         assert_eq!(summary.header.max_timestamp, 1500);
         assert_eq!(summary.timestamps, Some((999, 1500)));
         let decoded: Vec<RawRecord> = RecordIter::new(&bytes, &summary.header).map(|r| r.expect("record")).collect();
+        let lens: Vec<usize> = decoded.iter().map(|r| r.len as usize).collect();
+        let expected: Vec<usize> =
+            records.iter().enumerate().map(|(i, r)| record_len(r, ts[i] - ts[0], i as i64)).collect();
+        assert_eq!(lens, expected, "each record's encoded length, its length prefix included");
+        assert_eq!(BATCH_HEADER_LEN + lens.iter().sum::<usize>(), bytes.len());
         assert_eq!(decoded[0].key.get(&bytes), Some(&b"k"[..]));
         assert_eq!(decoded[0].value.get(&bytes), Some(&b"first"[..]));
         let header_bytes = decoded[0].headers.get(&bytes).expect("headers");

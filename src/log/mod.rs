@@ -39,7 +39,7 @@ pub use load::RecoveryReport;
 pub(crate) use metrics::Histogram;
 pub use metrics::{LatencySummary, LogMetrics};
 pub use offset_index::OffsetEntry;
-pub use reader::{LogReader, RecordView};
+pub use reader::{BatchView, Batches, LogReader, RecordView};
 pub use time_index::TimeEntry;
 
 use crate::config::{FlushPolicy, LogConfig};
