@@ -22,8 +22,8 @@ pub use error::{Corruption, Error, Result};
 pub use events::{EventHandle, EventManager, EventMetrics};
 pub use log::{
     AppendInfo, BatchHeader, Checkpoint, CleanShutdown, CompactionReport, Header, LatencySummary, Log, LogMetrics,
-    LogReader, OffsetEntry, Record, RecordView, RecoveryReport, TimeEntry, encode_batch,
+    LogReader, OffsetEntry, Record, RecordView, RecoveryReport, TimeEntry,
 };
-pub use log::{BatchView, Batches};
+pub use log::{BatchBuffer, BatchBuilder, BatchView, Batches};
 pub use producer::{BufferPool, BufferPoolMetrics, PooledBuffer, Producer, ProducerConfig, SendHandle};
 pub use records::Records;

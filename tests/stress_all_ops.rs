@@ -443,7 +443,7 @@ fn appender(ctx: &Ctx, log: &Log, thread: usize, mut rng: StdRng) {
                 log.wait_batch_durable(&info, Duration::from_secs(30))?;
                 Ok(info)
             }),
-            _ => strata_log::encode_batch(&records, Clock::system().now_ms()).and_then(|b| log.append_batch(&b)),
+            _ => common::encode(&records, Clock::system().now_ms()).and_then(|b| log.append_batch(&b)),
         };
         let info = match result {
             Ok(info) => info,

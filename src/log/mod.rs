@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-pub use batch::{BatchHeader, Header, Record, encode_batch};
+pub use batch::{BatchBuffer, BatchBuilder, BatchHeader, Header, Record};
 pub use checkpoint::{Checkpoint, CleanShutdown};
 pub use cleaner::CompactionReport;
 pub(crate) use cleaner::checkpoint::decode as cleaner_checkpoint_decode;
