@@ -32,14 +32,17 @@ pub enum Error {
         /// What was wrong.
         reason: Corruption,
     },
-    /// A read asked for an offset outside `[start, next)`.
+    /// A read asked for an offset below the log start or past the next offset (a read anywhere
+    /// from the visible end to the next offset is empty, not an error), or a truncation for one
+    /// below the start.
     #[error("offset {requested} out of range [{start}, {next})")]
     OffsetOutOfRange {
         /// The offset asked for.
         requested: u64,
         /// The log start offset at the time of the call.
         start: u64,
-        /// The visible end at the time of the call.
+        /// The log's next offset at the time of the call (for a read whose segment went away
+        /// under it, the end it was reading to).
         next: u64,
     },
     /// Another `Log` (in this process or another) holds the directory lock.
@@ -175,6 +178,13 @@ pub enum Corruption {
     /// The batch magic byte is not a supported version.
     #[error("unsupported magic {0}")]
     BadMagic(u8),
+    /// Fewer bytes than a batch header's 43 are there: a header cut short (a torn tail, or a
+    /// caller's batch too short to hold one).
+    #[error("batch header cut short: {available} of {} bytes", crate::format::BATCH_HEADER_LEN)]
+    ShortHeader {
+        /// Bytes there.
+        available: u64,
+    },
     /// `12 + batch_length` is below the header size, above `MAX_BATCH_LEN`, or past the file end.
     #[error("batch length {length} invalid ({available} bytes available)")]
     BadLength {
@@ -224,12 +234,110 @@ pub enum Corruption {
     /// A cleaner batch was given where only producer batches are allowed.
     #[error("batches written by the cleaner cannot be appended")]
     CleanerBatch,
-    /// A sparse index or its entries are inconsistent with the log.
-    #[error("index: {0}")]
-    BadIndex(String),
+    /// An index file's length is not a whole number of entries.
+    #[error("index is {len} bytes, not a whole number of {entry_len}-byte entries")]
+    IndexLength {
+        /// The file's length.
+        len: u64,
+        /// Bytes per entry.
+        entry_len: u64,
+    },
+    /// An entry follows an all-zero one: zeros only ever fill the unused tail of an index.
+    #[error("index entry {entry} follows an unused (all-zero) entry")]
+    IndexEntryAfterUnused {
+        /// Number of the entry in the file, from 0.
+        entry: u64,
+    },
+    /// A sealed segment's index has unused entries at its end: it was not trimmed at seal.
+    #[error("{unused} of the {entries} entries of a sealed segment's index are unused (it was not trimmed)")]
+    IndexNotTrimmed {
+        /// All-zero entries at the end.
+        unused: u64,
+        /// Entries in the file.
+        entries: u64,
+    },
+    /// An offset index entry's relative offset is not above the previous entry's.
+    #[error("index entry {entry}: relative offset {found} does not increase past {previous}")]
+    IndexOffsetNotIncreasing {
+        /// Number of the entry in the file, from 0.
+        entry: u64,
+        /// The previous entry's relative offset.
+        previous: u32,
+        /// This entry's relative offset.
+        found: u32,
+    },
+    /// An offset index entry's position is not past the previous entry's.
+    #[error("index entry {entry}: position {found} does not increase past {previous}")]
+    IndexPositionNotIncreasing {
+        /// Number of the entry in the file, from 0.
+        entry: u64,
+        /// The previous entry's position.
+        previous: u32,
+        /// This entry's position.
+        found: u32,
+    },
+    /// A time index entry's timestamp is not above the previous entry's (time went backwards, or
+    /// stood still: an entry is only added when the largest timestamp grew).
+    #[error("time index entry {entry}: timestamp {found} ms does not increase past {previous} ms")]
+    TimeNotIncreasing {
+        /// Number of the entry in the file, from 0.
+        entry: u64,
+        /// The previous entry's timestamp.
+        previous: i64,
+        /// This entry's timestamp.
+        found: i64,
+    },
+    /// A time index entry's relative offset is below the previous entry's.
+    #[error("time index entry {entry}: relative offset {found} goes back from {previous}")]
+    TimeOffsetBackwards {
+        /// Number of the entry in the file, from 0.
+        entry: u64,
+        /// The previous entry's relative offset.
+        previous: u32,
+        /// This entry's relative offset.
+        found: u32,
+    },
+    /// An offset index entry points at or past the end of the segment's data.
+    #[error("index entry points at position {position}, at or past the end of the segment's data ({data_len} bytes)")]
+    IndexPastData {
+        /// The position in the entry.
+        position: u64,
+        /// Bytes of data in the segment.
+        data_len: u64,
+    },
+    /// An offset index entry does not point at the start of a valid batch with its offset.
+    #[error("index entry (offset {offset}, position {position}) does not point at a valid batch with that offset{}", because(.reason.as_deref()))]
+    IndexEntryNotAtBatch {
+        /// The offset in the entry (segment base + relative offset).
+        offset: u64,
+        /// The position in the entry.
+        position: u64,
+        /// What is there instead, when known.
+        reason: Option<Box<Corruption>>,
+    },
+    /// A time index entry names an offset past the segment's last one.
+    #[error("time index entry (timestamp {timestamp_ms} ms) names offset {offset}, past the segment's end {end}")]
+    TimeEntryPastEnd {
+        /// The entry's timestamp.
+        timestamp_ms: i64,
+        /// The offset it names (segment base + relative offset).
+        offset: u64,
+        /// The offset after the segment's last record.
+        end: u64,
+    },
+    /// A sealed segment's time index does not end with an entry for the segment's largest
+    /// timestamp (retention reads it; KAFKA-10207).
+    #[error("the time index of a sealed segment lacks the final entry for its max timestamp {max_timestamp} ms")]
+    MissingFinalTimeEntry {
+        /// The largest timestamp in the segment.
+        max_timestamp: i64,
+    },
     /// A checkpoint or marker file failed its checks.
     #[error("{0}")]
     BadFile(&'static str),
+    /// A file just written (the cleaner's output) could not be read back for its check.
+    #[error("written, but could not be read back")]
+    NotReadBack,
     /// A file is shorter than the data known to be in it.
     #[error("file is {len} bytes, expected at least {expected}")]
     ShortFile {
@@ -266,6 +374,11 @@ pub enum Corruption {
         /// This segment's base.
         found: u64,
     },
+}
+
+/// ": <reason>" if there is one.
+fn because(reason: Option<&Corruption>) -> String {
+    reason.map_or_else(String::new, |r| format!(": {r}"))
 }
 
 /// "N bytes needed, M available", with what is known.

@@ -35,6 +35,19 @@
 //! checkpoint's slot written, its fdatasync failing); `fallocate_enospc` makes every preallocation fail as on a
 //! full disk (`Error::DiskFull`), `new_file_enospc` every file written whole (a checkpoint, a
 //! marker) replaced atomically.
+//!
+//! Damage points (flip a byte, as a bug or failing hardware would): `cleaner_output_damaged` (a
+//! compaction group's `.cleaned` output written and fsynced, not yet checked).
+
+/// Flips every bit of the byte at `position` of the file at `path` (a damage point).
+#[cfg(feature = "failpoints")]
+pub(crate) fn flip_byte(path: &std::path::Path, position: u64) -> crate::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(path).map_err(crate::Error::io("open", path))?;
+    let mut byte = [0u8];
+    file.read_exact_at(&mut byte, position).map_err(crate::Error::io("read", path))?;
+    file.write_all_at(&[!byte[0]], position).map_err(crate::Error::io("write", path))
+}
 
 /// The exit status of a process stopped at a crash point.
 pub const CRASH_EXIT_CODE: i32 = 86;
@@ -68,4 +81,15 @@ macro_rules! error_point {
     };
 }
 
-pub(crate) use {crash_point, error_point};
+/// A damage point: flips the byte at `$position` of the file at `$path` when the point `$name` is
+/// configured, as a bug writing wrong bytes or failing hardware would.
+macro_rules! damage_point {
+    ($name:literal, $path:expr, $position:expr) => {
+        #[cfg(feature = "failpoints")]
+        if fail::eval($name, |_| ()).is_some() {
+            $crate::failpoint::flip_byte($path, $position)?;
+        }
+    };
+}
+
+pub(crate) use {crash_point, damage_point, error_point};

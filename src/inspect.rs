@@ -190,6 +190,9 @@ pub fn dump_file_with(path: &Path, options: &DumpOptions) -> Result<Dump> {
     dump_file_counted(path, options, &mut 0)
 }
 
+/// How often `dump` reads a segment again whose length changed while it was read.
+const DUMP_RETRIES: u32 = 5;
+
 fn dump_file_counted(path: &Path, options: &DumpOptions, shown: &mut u64) -> Result<Dump> {
     // A live writer trims a segment when it seals it: damage seen in a file whose length changed
     // while it was read is that, not damage; read it again.
@@ -203,7 +206,7 @@ fn dump_file_counted(path: &Path, options: &DumpOptions, shown: &mut u64) -> Res
             }
             _ => false,
         };
-        if !changed || attempt == 5 {
+        if !changed || attempt == DUMP_RETRIES {
             return Ok(dump);
         }
         attempt += 1;
@@ -438,12 +441,10 @@ fn read_index<E: IndexEntry>(path: &Path) -> Result<(Vec<E>, Option<Damage>)> {
     let whole = bytes.len() / E::LEN * E::LEN;
     let entries: Vec<E> = bytes[..whole].chunks_exact(E::LEN).map(E::decode_from).collect();
     let damage = if whole != bytes.len() {
-        Some(Damage {
-            position: whole as u64,
-            reason: format!("length {} is not a multiple of {}", bytes.len(), E::LEN),
-        })
+        let reason = Corruption::IndexLength { len: bytes.len() as u64, entry_len: E::LEN as u64 };
+        Some(Damage { position: whole as u64, reason: reason.to_string() })
     } else {
-        check_entries(&entries).err().map(|reason| Damage { position: 0, reason })
+        check_entries(&entries).err().map(|d| Damage { position: d.position, reason: d.reason.to_string() })
     };
     let used = entries.iter().position(E::is_zero).unwrap_or(entries.len());
     Ok((entries[..used].to_vec(), damage))
@@ -1159,38 +1160,31 @@ fn verify_indexes(
     }
     // Entries past damage in the data are its consequence, not a second finding.
     for (i, e) in offsets.iter().enumerate().filter(|(_, e)| u64::from(e.position) < walked.valid_len) {
-        let at = starts.binary_search_by_key(&u64::from(e.position), |&(p, _)| p);
-        if at.map_or(true, |j| starts[j].1 != base.saturating_add(u64::from(e.relative_offset))) {
-            finding(
-                index,
-                (i * OffsetEntry::LEN) as u64,
-                format!(
-                    "entry (relative offset {}, position {}) does not point at a batch with that offset",
-                    e.relative_offset, e.position
-                ),
-            );
+        let (offset, position) = (base.saturating_add(u64::from(e.relative_offset)), u64::from(e.position));
+        let at = starts.binary_search_by_key(&position, |&(p, _)| p);
+        if at.map_or(true, |j| starts[j].1 != offset) {
+            // A batch with another base offset starts there, or none does (inside a batch).
+            let found =
+                at.ok().map(|j| Box::new(Corruption::UnexpectedOffset { expected: offset, found: starts[j].1 }));
+            let reason = Corruption::IndexEntryNotAtBatch { offset, position, reason: found };
+            finding(index, (i * OffsetEntry::LEN) as u64, reason.to_string());
         }
     }
     let (times, damage) = read_index::<TimeEntry>(time_index)?;
     if let Some(d) = damage {
         finding(time_index, d.position, d.reason);
     }
-    let past_end =
-        |e: &&TimeEntry| base.saturating_add(u64::from(e.relative_offset)) >= walked.next_offset.max(base + 1);
+    let end = walked.next_offset.max(base + 1);
+    let offset_of = |e: &TimeEntry| base.saturating_add(u64::from(e.relative_offset));
     // On a live log the last segment's time index may be ahead of the data read a moment before.
-    if let Some(e) = times.iter().find(past_end).filter(|_| walked.damage.is_none() && !last) {
-        finding(
-            time_index,
-            0,
-            format!(
-                "entry (timestamp {}, relative offset {}) points past the segment's last offset",
-                e.timestamp_ms, e.relative_offset
-            ),
-        );
+    if let Some(i) = times.iter().position(|e| offset_of(e) >= end).filter(|_| walked.damage.is_none() && !last) {
+        let e = &times[i];
+        let reason = Corruption::TimeEntryPastEnd { timestamp_ms: e.timestamp_ms, offset: offset_of(e), end };
+        finding(time_index, (i * TimeEntry::LEN) as u64, reason.to_string());
     }
     let max = walked.batches.iter().filter(|b| b.status == "ok").map(|b| b.max_timestamp).max().unwrap_or(0);
     if !last && max > 0 && walked.damage.is_none() && times.last().is_none_or(|e| e.timestamp_ms != max) {
-        finding(time_index, 0, format!("sealed segment lacks the final time entry for its max timestamp {max}"));
+        finding(time_index, 0, Corruption::MissingFinalTimeEntry { max_timestamp: max }.to_string());
     }
     Ok(())
 }

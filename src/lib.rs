@@ -24,7 +24,8 @@ pub use events::{EventHandle, EventManager, EventMetrics};
 pub use histogram::LatencySummary;
 pub use log::{
     AppendInfo, BatchHeader, Checkpoint, CleanShutdown, CompactionReport, Header, Log, LogMetrics, LogReader,
-    OffsetEntry, Record, RecordView, RecoveryReport, TimeEntry, encode_batch,
+    OffsetEntry, Record, RecordView, RecoveryReport, TimeEntry,
 };
+pub use log::{BatchBuffer, BatchBuilder, BatchView, Batches};
 pub use producer::{BufferPool, BufferPoolMetrics, PooledBuffer, Producer, ProducerConfig, SendHandle};
 pub use records::Records;

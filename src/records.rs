@@ -29,8 +29,9 @@ impl Log {
     /// call, this keeps reading until the end of the range or, for an open range (`..`, `10..`),
     /// the visible end when it was called. Offsets that compaction removed are skipped.
     ///
-    /// The range's start must be in `[start_offset, visible end]` (else
-    /// `Error::OffsetOutOfRange`); its end is clamped to the visible end.
+    /// The range's start must be in `[start_offset, next_offset]` (else
+    /// `Error::OffsetOutOfRange`; from the visible end on there is nothing to return, as with
+    /// [`Log::read`]); its end is clamped to the visible end.
     ///
     /// ```
     /// use strata_log::{Log, LogConfig, Record};
@@ -52,14 +53,14 @@ impl Log {
     /// # }
     /// ```
     pub fn records(&self, range: impl RangeBounds<u64>) -> Result<Records<'_>> {
-        let (start, visible) = (self.start_offset(), self.visible_end());
+        let (start, visible, next) = (self.start_offset(), self.visible_end(), self.next_offset());
         let from = match range.start_bound() {
             Bound::Included(&s) => s,
             Bound::Excluded(&s) => s.saturating_add(1),
             Bound::Unbounded => start,
         };
-        if from < start || from > visible {
-            return Err(Error::OffsetOutOfRange { requested: from, start, next: visible });
+        if from < start || from > next {
+            return Err(Error::OffsetOutOfRange { requested: from, start, next });
         }
         let end = match range.end_bound() {
             Bound::Included(&e) => e.saturating_add(1),

@@ -26,12 +26,14 @@ fn oversized_batch_is_refused_and_the_log_stays_usable() {
 }
 
 #[test]
-fn reads_outside_the_log_are_out_of_range() {
+fn reads_past_the_next_offset_are_out_of_range_and_at_it_empty() {
     let dir = tempfile::tempdir().unwrap();
     let log = Log::open(dir.path(), LogConfig::default()).unwrap();
-    assert!(matches!(log.read(0, 100), Err(Error::OffsetOutOfRange { requested: 0, start: 0, next: 0 })));
+    assert_eq!(log.read(0, 100).unwrap().count(), 0, "an empty log: nothing to read, not an error");
+    assert!(matches!(log.read(1, 100), Err(Error::OffsetOutOfRange { requested: 1, start: 0, next: 0 })));
     log.append(&[Record::new(b"x"), Record::new(b"y")]).unwrap();
-    assert!(matches!(log.read(2, 100), Err(Error::OffsetOutOfRange { requested: 2, next: 2, .. })));
+    assert_eq!(log.read(2, 100).unwrap().count(), 0, "at the end");
+    assert!(matches!(log.read(3, 100), Err(Error::OffsetOutOfRange { requested: 3, next: 2, .. })));
     assert!(matches!(log.read(u64::MAX, 100), Err(Error::OffsetOutOfRange { .. })));
     assert_eq!(log.read(1, 100).unwrap().count(), 1);
 }

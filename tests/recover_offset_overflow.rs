@@ -4,13 +4,15 @@
 //! would overflow is invalid.
 #![allow(clippy::unwrap_used)]
 
-use strata_log::{Log, LogConfig, Record, encode_batch};
+mod common;
+
+use strata_log::{Log, LogConfig, Record};
 
 #[test]
 fn offsets_past_u64_max_are_invalid_not_wrapped() {
     let dir = tempfile::tempdir().unwrap();
     let base = u64::MAX - 1;
-    let mut batch = encode_batch(&[Record::new(b"a"), Record::new(b"b")], 1_700_000_000_000).unwrap();
+    let mut batch = common::encode(&[Record::new(b"a"), Record::new(b"b")], 1_700_000_000_000).unwrap();
     batch[..8].copy_from_slice(&base.to_be_bytes());
     std::fs::write(dir.path().join(format!("{base:020}.log")), &batch).unwrap();
     let report = strata_log::inspect::verify(dir.path(), &LogConfig::default()).unwrap();

@@ -20,8 +20,9 @@
 //! check later (once all threads stopped) that the id was appended at that very offset, and that
 //! a read no truncation, reset or prefix removal overlapped skipped nothing but superseded
 //! records. An error is legitimate only if: `Truncated` — a truncation or reset overlapped the
-//! call; `OffsetOutOfRange` — the offset was below the start or at/after the visible end before
-//! the call, or a truncation, reset or prefix removal overlapped it. Anything else (`Corrupt`,
+//! call; `OffsetOutOfRange` — the offset was below the start or past the next offset before the
+//! call (a read from the visible end to the next offset is empty), or a truncation, reset or
+//! prefix removal overlapped it. Anything else (`Corrupt`,
 //! `Io`, a panic, a hang) fails the test.
 //!
 //! A third test, `stress_prefix_removal_and_compaction_vs_reset`, races `delete_records_before`
@@ -245,6 +246,7 @@ impl Ctx {
 struct Before {
     start: u64,
     visible: u64,
+    next: u64,
     trunc_finished: u64,
     content_finished: u64,
     compact_finished: u64,
@@ -261,6 +263,7 @@ impl Before {
         Before {
             start: log.start_offset(),
             visible: log.visible_end(),
+            next: log.next_offset(),
             trunc_finished,
             content_finished,
             compact_finished,
@@ -301,7 +304,7 @@ fn read_error_is_legit(ctx: &Ctx, before: &Before, error: &Error) -> bool {
     match error {
         Error::Truncated { .. } => before.truncation_overlapped(ctx),
         Error::OffsetOutOfRange { requested, .. } => {
-            *requested < before.start || *requested >= before.visible || before.content_op_overlapped(ctx)
+            *requested < before.start || *requested > before.next || before.content_op_overlapped(ctx)
         }
         _ => false,
     }
@@ -440,7 +443,7 @@ fn appender(ctx: &Ctx, log: &Log, thread: usize, mut rng: StdRng) {
                 log.wait_batch_durable(&info, Duration::from_secs(30))?;
                 Ok(info)
             }),
-            _ => strata_log::encode_batch(&records, Clock::system().now_ms()).and_then(|b| log.append_batch(&b)),
+            _ => common::encode(&records, Clock::system().now_ms()).and_then(|b| log.append_batch(&b)),
         };
         let info = match result {
             Ok(info) => info,

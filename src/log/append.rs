@@ -147,7 +147,8 @@ impl LogState {
     /// it. Anything failing before the first byte is stored leaves the log usable; after that the
     /// log is poisoned.
     fn store(&self, active: &mut Arc<LogSegment>, bytes: &[u8], now_ms: i64) -> Result<Stored> {
-        let header = BatchHeader::decode_from(bytes).ok_or(Error::EmptyBatch)?;
+        let short = || Error::InvalidBatch { reason: Corruption::ShortHeader { available: bytes.len() as u64 } };
+        let header = BatchHeader::decode_from(bytes).ok_or_else(short)?;
         let size = header.size();
         let base = header.base_offset;
         let next = base.checked_add(u64::from(header.last_offset_delta) + 1);

@@ -211,8 +211,7 @@ fn validate_records(
     records: Option<&mut Vec<RawRecord>>,
 ) -> Result<BatchSummary, Corruption> {
     let available = bytes.len() as u64;
-    let header =
-        BatchHeader::decode_from(bytes).ok_or(Corruption::BadLength { length: BATCH_HEADER_LEN as u64, available })?;
+    let header = BatchHeader::decode_from(bytes).ok_or(Corruption::ShortHeader { available })?;
     header.check(available, expected)?;
     let batch = &bytes[..header.size() as usize];
     let computed = crc32fast::hash(&batch[ATTRIBUTES_POS..]);
@@ -304,6 +303,8 @@ pub(crate) struct RawRecord {
     pub value: Span,
     /// The encoded headers (after the count).
     pub headers: Span,
+    /// Bytes the record takes in its batch, its length prefix included.
+    pub len: u32,
 }
 
 /// Decodes the records of a batch in order. Stops after `record_count` records or the first error.
@@ -365,9 +366,10 @@ impl<'a> RecordIter<'a> {
         if c.position != end {
             return Err("record length disagrees with its fields");
         }
+        let len = (end - self.position) as u32;
         self.position = end;
         let headers = Span { start: headers_start as u32, len: (end - headers_start) as u32 };
-        Ok(RawRecord { timestamp_ms, offset_delta, header_count, key, value, headers })
+        Ok(RawRecord { timestamp_ms, offset_delta, header_count, key, value, headers, len })
     }
 }
 
@@ -484,26 +486,155 @@ pub(crate) fn finish_batch(
     BigEndian::write_u32(&mut buf[CRC_POS..], crc);
 }
 
-/// Encodes `records` as one batch for [`Log::append_batch`](crate::Log::append_batch), the way a
-/// producer does: records without a timestamp get `now_ms`, and the batch is marked create time.
-/// The base offset is left 0; the log assigns it.
+/// Encodes records into one batch for [`Log::append_batch`](crate::Log::append_batch), as the
+/// [`Producer`](crate::Producer) does: each record goes straight into the buffer (finishing writes
+/// only the header and CRC in front of them, nothing is copied), records without a timestamp get
+/// `now_ms`, and the batch is marked create time. Its base offset is left 0: the log assigns it
+/// (outside the CRC, so nothing is re-hashed).
+///
+/// It encodes into a `Vec<u8>`, or into a producer pool's [`PooledBuffer`](crate::PooledBuffer)
+/// without ever growing it past its capacity ([`BatchBuilder::with_buffer`]).
 ///
 /// ```
 /// # fn main() -> strata_log::Result<()> {
+/// use strata_log::{BatchBuilder, Header, Log, LogConfig, Record};
 /// let dir = tempfile::tempdir().unwrap();
-/// let log = strata_log::Log::open(dir.path(), strata_log::LogConfig::default())?;
-/// let now = strata_log::Clock::system().now_ms();
-/// let batch = strata_log::encode_batch(&[strata_log::Record::new(b"pre-encoded")], now)?;
-/// assert_eq!(log.append_batch(&batch)?.base_offset, 0);
+/// let log = Log::open(dir.path(), LogConfig::default())?;
+/// let now = log.config().clock.now_ms();
+/// let mut batch = BatchBuilder::new(now).with_max_bytes(log.config().max_batch_bytes as usize);
+/// batch.append(&Record::new(b"plain"))?;
+/// let headers = [Header { key: "trace", value: Some(b"42") }];
+/// batch.append(&Record::new(b"rich").with_key(b"k").with_headers(&headers).with_timestamp(now - 5))?;
+/// assert_eq!(batch.record_count(), 2);
+/// let info = log.append_batch(batch.finish()?)?;
+/// assert_eq!((info.base_offset, info.last_offset), (0, 1));
 /// # Ok(())
 /// # }
 /// ```
-pub fn encode_batch(records: &[Record<'_>], now_ms: i64) -> crate::Result<Vec<u8>> {
-    if records.is_empty() {
-        return Err(crate::Error::EmptyBatch);
+#[derive(Debug)]
+pub struct BatchBuilder<B: BatchBuffer = Vec<u8>> {
+    buf: B,
+    /// The timestamp of records without one.
+    now_ms: i64,
+    /// The batch never grows past this many bytes.
+    max_bytes: usize,
+    records: u32,
+    base_timestamp: i64,
+    max_timestamp: i64,
+}
+
+impl BatchBuilder {
+    /// An empty batch in a new `Vec<u8>`; records without a timestamp get `now_ms`.
+    pub fn new(now_ms: i64) -> BatchBuilder {
+        BatchBuilder::with_buffer(Vec::new(), now_ms)
     }
-    let timestamps: Vec<i64> = records.iter().map(|r| r.timestamp_ms.unwrap_or(now_ms)).collect();
-    Ok(BatchEncoder::default().encode(0, records, &timestamps, crate::format::ATTR_CREATE_TIME).to_vec())
+}
+
+impl<B: BatchBuffer> BatchBuilder<B> {
+    /// An empty batch in `buffer` (emptied first, its capacity kept); records without a timestamp
+    /// get `now_ms`. The batch stays within the buffer's limit (a pooled buffer's capacity) and
+    /// the format's 64 MiB.
+    pub fn with_buffer(mut buffer: B, now_ms: i64) -> BatchBuilder<B> {
+        let max_bytes = buffer.max_len().min(MAX_BATCH_LEN);
+        debug_assert!(max_bytes >= BATCH_HEADER_LEN, "a buffer too small for a batch header");
+        let buf = buffer.vec_mut();
+        buf.clear();
+        buf.resize(BATCH_HEADER_LEN, 0);
+        BatchBuilder { buf: buffer, now_ms, max_bytes, records: 0, base_timestamp: now_ms, max_timestamp: now_ms }
+    }
+
+    /// Limits the batch to `max_bytes` (the log's `max_batch_bytes`, say); a lower limit given
+    /// earlier (or the buffer's) stays.
+    pub fn with_max_bytes(mut self, max_bytes: usize) -> BatchBuilder<B> {
+        self.max_bytes = self.max_bytes.min(max_bytes);
+        self
+    }
+
+    /// Adds `record` at the next offset. A record that would take the batch past its limit is
+    /// `Error::BatchTooLarge` (with the size the batch would have had), and nothing is added: send
+    /// the batch and start another.
+    pub fn append(&mut self, record: &Record<'_>) -> crate::Result<()> {
+        let timestamp = record.timestamp_ms.unwrap_or(self.now_ms);
+        let base_timestamp = if self.records == 0 { timestamp } else { self.base_timestamp };
+        // Wrapping: only a negative timestamp can overflow, and the log refuses the batch then.
+        let delta = timestamp.wrapping_sub(base_timestamp);
+        let offset_delta = i64::from(self.records);
+        let size = self.buf.bytes().len() + record_len(record, delta, offset_delta);
+        if size > self.max_bytes {
+            return Err(crate::Error::BatchTooLarge { size: size as u64, max: self.max_bytes as u64 });
+        }
+        encode_record(record, delta, offset_delta, self.buf.vec_mut());
+        debug_assert_eq!(self.buf.bytes().len(), size, "record_len agrees with encode_record");
+        self.max_timestamp = if self.records == 0 { timestamp } else { self.max_timestamp.max(timestamp) };
+        self.base_timestamp = base_timestamp;
+        self.records += 1;
+        Ok(())
+    }
+
+    /// Records added so far.
+    pub fn record_count(&self) -> u32 {
+        self.records
+    }
+
+    /// Whether no record was added.
+    pub fn is_empty(&self) -> bool {
+        self.records == 0
+    }
+
+    /// Bytes the batch takes so far, its header included.
+    pub fn encoded_len(&self) -> usize {
+        self.buf.bytes().len()
+    }
+
+    /// Writes the header (and CRC) in front of the records and returns the whole batch, ready for
+    /// [`Log::append_batch`](crate::Log::append_batch). `Error::EmptyBatch` if no record was added.
+    /// More records may be added after it; finish again then.
+    pub fn finish(&mut self) -> crate::Result<&[u8]> {
+        if self.records == 0 {
+            return Err(crate::Error::EmptyBatch);
+        }
+        let (records, base, max) = (self.records, self.base_timestamp, self.max_timestamp);
+        finish_batch(self.buf.vec_mut(), 0, records, base, max, crate::format::ATTR_CREATE_TIME);
+        Ok(self.buf.bytes())
+    }
+
+    /// The buffer, to reuse ([`BatchBuilder::with_buffer`] empties it) or to keep the finished
+    /// batch.
+    pub fn into_buffer(self) -> B {
+        self.buf
+    }
+}
+
+/// A buffer a [`BatchBuilder`] encodes into: `Vec<u8>`, or a [`PooledBuffer`](crate::PooledBuffer)
+/// (sealed: implemented by those two only).
+pub trait BatchBuffer: sealed::Buffer {}
+
+impl BatchBuffer for Vec<u8> {}
+
+pub(crate) mod sealed {
+    /// What a [`BatchBuilder`](super::BatchBuilder) needs of its buffer.
+    pub trait Buffer {
+        /// The bytes, as a vector to append to.
+        fn vec_mut(&mut self) -> &mut Vec<u8>;
+        /// The bytes written.
+        fn bytes(&self) -> &[u8];
+        /// Bytes it may hold without reallocating outside its owner's accounting.
+        fn max_len(&self) -> usize;
+    }
+
+    impl Buffer for Vec<u8> {
+        fn vec_mut(&mut self) -> &mut Vec<u8> {
+            self
+        }
+
+        fn bytes(&self) -> &[u8] {
+            self
+        }
+
+        fn max_len(&self) -> usize {
+            usize::MAX
+        }
+    }
 }
 
 impl BatchEncoder {
@@ -617,6 +748,11 @@ mod tests {
         assert_eq!(summary.header.max_timestamp, 1500);
         assert_eq!(summary.timestamps, Some((999, 1500)));
         let decoded: Vec<RawRecord> = RecordIter::new(&bytes, &summary.header).map(|r| r.expect("record")).collect();
+        let lens: Vec<usize> = decoded.iter().map(|r| r.len as usize).collect();
+        let expected: Vec<usize> =
+            records.iter().enumerate().map(|(i, r)| record_len(r, ts[i] - ts[0], i as i64)).collect();
+        assert_eq!(lens, expected, "each record's encoded length, its length prefix included");
+        assert_eq!(BATCH_HEADER_LEN + lens.iter().sum::<usize>(), bytes.len());
         assert_eq!(decoded[0].key.get(&bytes), Some(&b"k"[..]));
         assert_eq!(decoded[0].value.get(&bytes), Some(&b"first"[..]));
         let header_bytes = decoded[0].headers.get(&bytes).expect("headers");
@@ -625,6 +761,33 @@ mod tests {
         assert_eq!((decoded[1].key.get(&bytes), decoded[1].value.get(&bytes)), (Some(&b"gone"[..]), None));
         assert_eq!(decoded[2].timestamp_ms, 1500);
         assert_eq!(decoded.iter().map(|r| r.offset_delta).collect::<Vec<_>>(), [0, 1, 2]);
+    }
+
+    #[test]
+    fn the_builder_encodes_as_the_appender_does() {
+        let headers = [Header { key: "h", value: Some(b"v") }];
+        let records = [
+            Record::new(b"first"),
+            Record::new(b"keyed").with_key(b"k").with_headers(&headers).with_timestamp(900),
+            Record::tombstone(b"gone").with_timestamp(2000),
+        ];
+        let mut builder = BatchBuilder::new(1000);
+        for record in &records {
+            builder.append(record).expect("fits");
+        }
+        let built = builder.finish().expect("not empty").to_vec();
+        let encoded = BatchEncoder::default().encode(0, &records, &[1000, 900, 2000], ATTR_CREATE_TIME).to_vec();
+        assert_eq!(built, encoded);
+        let summary = validate(&built, Some(0)).expect("valid");
+        assert_eq!(summary.timestamps, Some((900, 2000)));
+    }
+
+    #[test]
+    fn a_negative_timestamp_makes_an_invalid_batch_not_a_panic() {
+        let mut builder = BatchBuilder::new(1_700_000_000_000);
+        builder.append(&Record::new(b"now")).expect("fits");
+        builder.append(&Record::new(b"bad").with_timestamp(i64::MIN)).expect("fits");
+        assert!(validate(builder.finish().expect("not empty"), None).is_err());
     }
 
     #[test]
@@ -651,6 +814,10 @@ mod tests {
         for cut in 0..bytes.len() {
             assert!(validate(&bytes[..cut], Some(0)).is_err(), "cut at {cut} accepted");
         }
+        for cut in 0..BATCH_HEADER_LEN {
+            assert_eq!(validate(&bytes[..cut], Some(0)), Err(Corruption::ShortHeader { available: cut as u64 }));
+        }
+        assert_eq!(Corruption::ShortHeader { available: 3 }.to_string(), "batch header cut short: 3 of 43 bytes");
     }
 
     #[test]

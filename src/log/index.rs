@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use std::path::Path;
 
 use crate::config::ReadPath;
-use crate::error::Result;
+use crate::error::{Corruption, Error, Result};
 use crate::storage::{FileId, INDEX_ADVICE, MappedFile};
 
 /// A fixed-size index entry.
@@ -19,10 +19,9 @@ pub(crate) trait IndexEntry: Copy + Eq + Debug {
     fn encode_into(&self, out: &mut [u8]);
     /// An entry of all-zero bytes: never written (DESIGN.md §6), so it marks unused space.
     fn is_zero(&self) -> bool;
-    /// Whether `self` may follow `previous` (the strict ordering of the index).
-    fn may_follow(&self, previous: &Self) -> bool;
-    /// The entry in words, for messages.
-    fn describe(&self) -> String;
+    /// Whether `self` may follow `previous`, entry number `entry - 1` (the strict ordering of the
+    /// index); what is wrong if not.
+    fn check_follows(&self, previous: &Self, entry: u64) -> Result<(), Corruption>;
 }
 
 /// A sparse index file of `E` entries.
@@ -97,7 +96,7 @@ impl<E: IndexEntry> SparseIndex<E> {
     pub(crate) fn append(&self, entry: E) -> Result<()> {
         debug_assert!(!entry.is_zero(), "an all-zero entry would read as unused space");
         debug_assert!(
-            self.last()?.is_none_or(|last| entry.may_follow(&last)),
+            self.last()?.is_none_or(|last| entry.check_follows(&last, self.entries()).is_ok()),
             "index entries must increase: {entry:?} after {:?}",
             self.last()
         );
@@ -202,28 +201,100 @@ fn partition_point(n: usize, pred: impl Fn(usize) -> bool) -> usize {
     lo
 }
 
+/// Damage found in an index file: where, and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct IndexDamage {
+    /// Byte position in the index file.
+    pub position: u64,
+    pub reason: Corruption,
+}
+
+impl IndexDamage {
+    fn at_entry<E: IndexEntry>(entry: usize, reason: Corruption) -> IndexDamage {
+        IndexDamage { position: (entry * E::LEN) as u64, reason }
+    }
+
+    /// The damage as `Error::Corrupt` in the index file at `path`.
+    pub(crate) fn into_error(self, path: &Path) -> Error {
+        Error::corrupt(path, self.position, self.reason)
+    }
+}
+
 /// The structural check of an index's entries: strictly ordered, and nothing but zero entries after
 /// the first zero entry (the unused tail of an untrimmed index). Returns the number in use.
-pub(crate) fn check_entries<E: IndexEntry>(entries: &[E]) -> Result<usize, String> {
+pub(crate) fn check_entries<E: IndexEntry>(entries: &[E]) -> Result<usize, IndexDamage> {
     let used = entries.iter().position(E::is_zero).unwrap_or(entries.len());
     if let Some(i) = entries[used..].iter().position(|e| !e.is_zero()) {
-        return Err(format!("entry {} follows an empty entry", used + i));
+        let entry = used + i;
+        return Err(IndexDamage::at_entry::<E>(entry, Corruption::IndexEntryAfterUnused { entry: entry as u64 }));
     }
-    match entries[..used].windows(2).position(|w| !w[1].may_follow(&w[0])) {
-        Some(i) => Err(format!(
-            "entry {} ({}) does not follow entry {} ({})",
-            i + 1,
-            entries[i + 1].describe(),
-            i,
-            entries[i].describe()
-        )),
-        None => Ok(used),
+    for (i, pair) in entries[..used].windows(2).enumerate() {
+        let entry = i + 1;
+        pair[1].check_follows(&pair[0], entry as u64).map_err(|reason| IndexDamage::at_entry::<E>(entry, reason))?;
     }
+    Ok(used)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::log::offset_index::OffsetEntry;
+    use crate::log::time_index::TimeEntry;
+
+    fn offsets(entries: &[(u32, u32)]) -> Vec<OffsetEntry> {
+        entries.iter().map(|&(relative_offset, position)| OffsetEntry { relative_offset, position }).collect()
+    }
+
+    fn times(entries: &[(i64, u32)]) -> Vec<TimeEntry> {
+        entries.iter().map(|&(timestamp_ms, relative_offset)| TimeEntry { timestamp_ms, relative_offset }).collect()
+    }
+
+    #[test]
+    fn well_formed_entries_pass_with_their_unused_tail() {
+        assert_eq!(check_entries(&offsets(&[(1, 100), (5, 900), (0, 0), (0, 0)])), Ok(2));
+        assert_eq!(check_entries(&times(&[(10, 0), (20, 0), (30, 7)])), Ok(3));
+        assert_eq!(check_entries::<OffsetEntry>(&[]), Ok(0));
+    }
+
+    #[test]
+    fn each_kind_of_index_damage_has_its_own_reason_and_position() {
+        let damage = |position, reason| Err(IndexDamage { position, reason });
+        assert_eq!(
+            check_entries(&offsets(&[(1, 100), (0, 0), (3, 300)])),
+            damage(16, Corruption::IndexEntryAfterUnused { entry: 2 })
+        );
+        assert_eq!(
+            check_entries(&offsets(&[(9, 700), (4, 800)])),
+            damage(8, Corruption::IndexOffsetNotIncreasing { entry: 1, previous: 9, found: 4 })
+        );
+        assert_eq!(
+            check_entries(&offsets(&[(1, 100), (2, 200), (3, 200)])),
+            damage(16, Corruption::IndexPositionNotIncreasing { entry: 2, previous: 200, found: 200 })
+        );
+        assert_eq!(
+            check_entries(&times(&[(50, 1), (40, 2)])),
+            damage(12, Corruption::TimeNotIncreasing { entry: 1, previous: 50, found: 40 })
+        );
+        assert_eq!(
+            check_entries(&times(&[(50, 5), (60, 4)])),
+            damage(12, Corruption::TimeOffsetBackwards { entry: 1, previous: 5, found: 4 })
+        );
+    }
+
+    #[test]
+    fn index_damage_reads_as_a_sentence() {
+        let reason = Corruption::IndexOffsetNotIncreasing { entry: 1, previous: 9, found: 4 };
+        let error = IndexDamage { position: 8, reason }.into_error(Path::new("/d/00000000000000000005.index"));
+        assert!(matches!(
+            &error,
+            Error::Corrupt { position: 8, reason: Corruption::IndexOffsetNotIncreasing { .. }, .. }
+        ));
+        assert_eq!(
+            error.to_string(),
+            "corrupt /d/00000000000000000005.index at position 8: index entry 1: relative offset 4 does not increase past 9"
+        );
+    }
 
     #[test]
     fn partition_point_finds_the_boundary() {

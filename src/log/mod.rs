@@ -61,14 +61,14 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 pub use append::AppendInfo;
-pub use batch::{BatchHeader, Header, Record, encode_batch};
+pub use batch::{BatchBuffer, BatchBuilder, BatchHeader, Header, Record};
 pub use checkpoint::{Checkpoint, CleanShutdown};
 pub use cleaner::CompactionReport;
 pub(crate) use cleaner::checkpoint::decode as cleaner_checkpoint_decode;
 pub use metrics::LogMetrics;
 pub use offset_index::OffsetEntry;
 pub use open::report::RecoveryReport;
-pub use reader::{LogReader, RecordView};
+pub use reader::{BatchView, Batches, LogReader, RecordView};
 pub use time_index::TimeEntry;
 
 use crate::config::{FlushPolicy, LogConfig};
@@ -329,14 +329,38 @@ impl Log {
 
     /// Reads records from `offset` on: whole batches, at most `max_bytes` of them, except that at
     /// least one batch is always returned. Every batch is verified (CRC, structure, offsets) before
-    /// any of its records is returned. `offset` must be in `[start_offset, visible end)`.
+    /// any of its records is returned.
+    ///
+    /// `offset` may be anything in `[start_offset, next_offset]`. From the visible end on (a
+    /// consumer that caught up, or an offset `append_nowait` stored that is not durable yet under
+    /// `FlushPolicy::Always`) the reader is empty and its `next_offset` stays `offset`, as a Kafka
+    /// fetch at the high watermark is: poll again, or wait until it is visible. Only an offset below
+    /// the start or past the next offset is `Error::OffsetOutOfRange`.
+    ///
+    /// ```
+    /// # fn main() -> strata_log::Result<()> {
+    /// use strata_log::{Error, Log, LogConfig, Record};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let log = Log::open(dir.path(), LogConfig::default())?;
+    /// log.append(&[Record::new(b"a"), Record::new(b"b")])?;
+    /// let mut reader = log.read(0, 1 << 20)?;
+    /// assert_eq!(reader.by_ref().count(), 2);
+    /// // Caught up: a read at the end is empty and stays where it is.
+    /// let mut at_end = log.read(reader.next_offset(), 1 << 20)?;
+    /// assert!(at_end.next().is_none());
+    /// assert_eq!(at_end.next_offset(), 2);
+    /// assert!(matches!(log.read(3, 1 << 20), Err(Error::OffsetOutOfRange { requested: 3, next: 2, .. })));
+    /// # Ok(()) }
+    /// ```
     pub fn read(&self, offset: u64, max_bytes: usize) -> Result<LogReader<'_>> {
         let epoch = self.shared.durability.truncations();
         let start = self.start_offset();
         let end = self.visible_end();
-        if offset < start || offset >= end {
-            return Err(Error::OffsetOutOfRange { requested: offset, start, next: end });
+        let next = self.next_offset();
+        if offset < start || offset > next {
+            return Err(Error::OffsetOutOfRange { requested: offset, start, next });
         }
+        // At or past `end` the reader returns nothing: its cursor is already at its upper bound.
         Ok(LogReader::new(&self.shared, offset, end, max_bytes as u64, epoch))
     }
 
@@ -354,9 +378,7 @@ impl Log {
                 return Err(error);
             }
             refreshes += 1;
-            if refreshes > 3 {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            reader::pause_before_refresh(refreshes);
             if self.shared.refresh_read_only().is_err() {
                 return Err(error);
             }

@@ -3,7 +3,7 @@
 
 use byteorder::{BigEndian, ByteOrder};
 
-use crate::error::Result;
+use crate::error::{Corruption, Result};
 use crate::format::OFFSET_INDEX_ENTRY_LEN;
 use crate::log::index::{IndexEntry, SparseIndex};
 
@@ -32,12 +32,19 @@ impl IndexEntry for OffsetEntry {
         self.relative_offset == 0 && self.position == 0
     }
 
-    fn may_follow(&self, previous: &OffsetEntry) -> bool {
-        self.relative_offset > previous.relative_offset && self.position > previous.position
-    }
-
-    fn describe(&self) -> String {
-        format!("relative offset {}, position {}", self.relative_offset, self.position)
+    fn check_follows(&self, previous: &OffsetEntry, entry: u64) -> Result<(), Corruption> {
+        if self.relative_offset <= previous.relative_offset {
+            let (previous, found) = (previous.relative_offset, self.relative_offset);
+            return Err(Corruption::IndexOffsetNotIncreasing { entry, previous, found });
+        }
+        if self.position <= previous.position {
+            return Err(Corruption::IndexPositionNotIncreasing {
+                entry,
+                previous: previous.position,
+                found: self.position,
+            });
+        }
+        Ok(())
     }
 }
 

@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::format::ATTR_CREATE_TIME;
 use crate::log::batch::{self, BatchHeader, Header, RawRecord, Span};
 use crate::log::segment::LogSegment;
 use crate::log::state::LogState;
@@ -16,6 +17,17 @@ use crate::log::walk::BatchPos;
 /// pass renames every sealed segment). Damage fails every time; after the first few, each retry
 /// waits a millisecond, so real damage is reported within about 20 ms.
 pub(crate) const READ_ONLY_REFRESHES: u32 = 20;
+
+/// Refreshes of a read-only view that follow one another at once; each later one waits first.
+const QUICK_REFRESHES: u32 = 3;
+
+/// Before the `refreshes`-th refresh of a read-only view (counting from 1): after the first
+/// [`QUICK_REFRESHES`], waits a millisecond for the writer to finish what it is changing.
+pub(crate) fn pause_before_refresh(refreshes: u32) {
+    if refreshes > QUICK_REFRESHES {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
 
 /// Bytes copied per chunk at most (a larger batch is copied whole).
 const CHUNK_BYTES: u64 = 64 << 10;
@@ -30,6 +42,7 @@ pub struct RecordView {
     value: Span,
     headers: Span,
     header_count: u32,
+    encoded_len: u32,
 }
 
 impl RecordView {
@@ -58,6 +71,13 @@ impl RecordView {
         let bytes = self.headers.get(&self.chunk).unwrap_or_default();
         batch::decode_headers(bytes, self.header_count)
     }
+
+    /// Bytes the record takes in its batch, its length prefix included (DESIGN.md §4): what a
+    /// consume-queue entry stores as the record's size. A batch's size is its 43-byte header plus
+    /// its records' encoded lengths.
+    pub fn encoded_len(&self) -> usize {
+        self.encoded_len as usize
+    }
 }
 
 impl fmt::Debug for RecordView {
@@ -68,7 +88,105 @@ impl fmt::Debug for RecordView {
             .field("key", &self.key())
             .field("value_len", &self.value().map(<[u8]>::len))
             .field("header_count", &self.header_count)
+            .field("encoded_len", &self.encoded_len)
             .finish()
+    }
+}
+
+/// One batch of a read ([`LogReader::batches`]): the fields of its header, and the records of it
+/// the read returns. The header describes the batch as stored; a read that starts inside a batch
+/// returns only its records from that offset on, so `records()` may hold fewer than
+/// `record_count()`. The records share the copied bytes of the batch (nothing is copied again).
+#[derive(Clone)]
+pub struct BatchView {
+    header: BatchHeader,
+    records: Vec<RecordView>,
+}
+
+impl BatchView {
+    /// Offset of the batch's first record as written.
+    pub fn base_offset(&self) -> u64 {
+        self.header.base_offset
+    }
+
+    /// The last offset the batch covers (after compaction, possibly of a removed record).
+    pub fn last_offset(&self) -> u64 {
+        self.header.last_offset()
+    }
+
+    /// Records stored in the batch.
+    pub fn record_count(&self) -> u32 {
+        self.header.record_count
+    }
+
+    /// The batch's attributes (DESIGN.md §4: bit 3 create time, bit 4 written by the cleaner).
+    pub fn attributes(&self) -> u16 {
+        self.header.attributes
+    }
+
+    /// Whether the timestamps are the producer's (create time) rather than the log's append time.
+    pub fn is_create_time(&self) -> bool {
+        self.header.attributes & ATTR_CREATE_TIME != 0
+    }
+
+    /// The batch's first timestamp (its base timestamp: the first record's as written).
+    pub fn first_timestamp_ms(&self) -> i64 {
+        self.header.base_timestamp
+    }
+
+    /// The largest record timestamp in the batch.
+    pub fn max_timestamp_ms(&self) -> i64 {
+        self.header.max_timestamp
+    }
+
+    /// Bytes the batch takes in its segment.
+    pub fn encoded_len(&self) -> u64 {
+        self.header.size()
+    }
+
+    /// The batch's records that the read returns, in offset order.
+    pub fn records(&self) -> &[RecordView] {
+        &self.records
+    }
+
+    /// [`BatchView::records`], owned.
+    pub fn into_records(self) -> Vec<RecordView> {
+        self.records
+    }
+}
+
+impl fmt::Debug for BatchView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BatchView")
+            .field("base_offset", &self.base_offset())
+            .field("last_offset", &self.last_offset())
+            .field("record_count", &self.record_count())
+            .field("attributes", &self.attributes())
+            .field("first_timestamp_ms", &self.first_timestamp_ms())
+            .field("max_timestamp_ms", &self.max_timestamp_ms())
+            .field("encoded_len", &self.encoded_len())
+            .field("records", &self.records.len())
+            .finish()
+    }
+}
+
+/// The batches of one read: see [`LogReader::batches`].
+pub struct Batches<'a> {
+    reader: LogReader<'a>,
+}
+
+impl Batches<'_> {
+    /// The offset the next record will have at the earliest (where to continue reading).
+    pub fn next_offset(&self) -> u64 {
+        self.reader.next_offset()
+    }
+}
+
+impl Iterator for Batches<'_> {
+    type Item = Result<BatchView>;
+
+    fn next(&mut self) -> Option<Result<BatchView>> {
+        self.reader.next_with(LogReader::next_batch_view)
     }
 }
 
@@ -95,6 +213,8 @@ pub struct LogReader<'a> {
     records: Vec<RawRecord>,
     records_next: usize,
     batch_base: u64,
+    /// The current batch's header.
+    batch_header: Option<BatchHeader>,
     /// The offset after the current batch: the cursor moves there once its records are used up.
     batch_next: u64,
     batch_start: usize,
@@ -126,6 +246,7 @@ impl<'a> LogReader<'a> {
             records: Vec::new(),
             records_next: 0,
             batch_base: 0,
+            batch_header: None,
             batch_next: 0,
             batch_start: 0,
             done: false,
@@ -135,6 +256,47 @@ impl<'a> LogReader<'a> {
     /// The offset the next record will have at the earliest (where to continue reading).
     pub fn next_offset(&self) -> u64 {
         self.cursor
+    }
+
+    /// The rest of the read batch by batch: each batch that has records for the read, with its
+    /// header's fields and those records (the same records, bounds and errors as iterating the
+    /// reader itself). A batch the reader was part-way through comes first, with its records not
+    /// yet returned.
+    ///
+    /// ```
+    /// # fn main() -> strata_log::Result<()> {
+    /// use strata_log::{Log, LogConfig, Record};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let log = Log::open(dir.path(), LogConfig::default())?;
+    /// log.append(&[Record::new(b"a"), Record::new(b"bb")])?;
+    /// log.append(&[Record::new(b"ccc").with_timestamp(log.config().clock.now_ms())])?;
+    /// let batches: Vec<_> = log.read(0, 1 << 20)?.batches().collect::<Result<_, _>>()?;
+    /// assert_eq!(batches.len(), 2);
+    /// assert_eq!((batches[0].base_offset(), batches[0].record_count()), (0, 2));
+    /// assert!(!batches[0].is_create_time() && batches[1].is_create_time());
+    /// let sizes: usize = batches[0].records().iter().map(|r| r.encoded_len()).sum();
+    /// assert_eq!(43 + sizes as u64, batches[0].encoded_len());
+    /// # Ok(()) }
+    /// ```
+    pub fn batches(self) -> Batches<'a> {
+        Batches { reader: self }
+    }
+
+    /// The records of the current batch not yet returned, with its header; the next batch's if
+    /// none are left.
+    fn next_batch_view(&mut self) -> Result<Option<BatchView>> {
+        loop {
+            let mut records = Vec::with_capacity(self.records.len() - self.records_next);
+            while let Some(view) = self.take_decoded() {
+                records.push(view);
+            }
+            if let Some(header) = self.batch_header.filter(|_| !records.is_empty()) {
+                return Ok(Some(BatchView { header, records }));
+            }
+            if !self.next_batch()? && !self.fetch_chunk()? {
+                return Ok(None);
+            }
+        }
     }
 
     fn next_record(&mut self) -> Result<Option<RecordView>> {
@@ -170,6 +332,7 @@ impl<'a> LogReader<'a> {
                 value: raw.value.shifted(self.batch_start),
                 headers: raw.headers.shifted(self.batch_start),
                 header_count: raw.header_count,
+                encoded_len: raw.len,
             });
         }
         // Offsets the cleaner removed at the end of the batch are skipped too.
@@ -194,6 +357,7 @@ impl<'a> LogReader<'a> {
         origin.expected = header.next_offset();
         self.chunk_position += header.size() as usize;
         self.batch_start = start;
+        self.batch_header = Some(header);
         self.batch_base = header.base_offset;
         self.batch_next = header.next_offset();
         self.records_next = 0;
@@ -280,11 +444,19 @@ impl Iterator for LogReader<'_> {
     type Item = Result<RecordView>;
 
     fn next(&mut self) -> Option<Result<RecordView>> {
+        self.next_with(LogReader::next_record)
+    }
+}
+
+impl LogReader<'_> {
+    /// The next item `step` makes (a record, a batch), with the reader's error handling: the end
+    /// and errors end the read, an error a read-only view's refresh explains is retried.
+    fn next_with<T>(&mut self, mut step: impl FnMut(&mut Self) -> Result<Option<T>>) -> Option<Result<T>> {
         if self.done {
             return None;
         }
         loop {
-            match self.next_record() {
+            match step(self) {
                 Ok(Some(view)) => return Some(Ok(view)),
                 Ok(None) => {
                     self.done = true;
@@ -315,9 +487,7 @@ impl LogReader<'_> {
             return false;
         }
         self.refreshes += 1;
-        if self.refreshes > 3 {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        pause_before_refresh(self.refreshes);
         if let Err(refresh) = self.log.refresh_read_only() {
             tracing::debug!(%error, %refresh, "re-reading the log's files failed");
             return false;

@@ -173,14 +173,17 @@ impl LogSegment {
 
     /// Learns the lengths of a sealed segment's index files: the cheap check (both exist, each a
     /// whole number of entries).
-    fn load_index_lengths(&self) -> Result<(), String> {
+    fn load_index_lengths(&self) -> Result<()> {
         // The indexes' own paths: a segment renamed `.deleted` (or replaced by a compaction) while
         // a reader still uses it must never pick up another segment's index under its old name.
         let (index_path, time_path) = (self.offset_index.path(), self.time_index.path());
-        let len = |path: &Path, entry: usize| match std::fs::metadata(path) {
-            Ok(meta) if meta.len() % entry as u64 == 0 => Ok(meta.len()),
-            Ok(meta) => Err(format!("{} is {} bytes, not a whole number of entries", path.display(), meta.len())),
-            Err(e) => Err(format!("{}: {e}", path.display())),
+        let len = |path: &Path, entry: usize| {
+            let len = std::fs::metadata(path).map_err(Error::io("stat", path))?.len();
+            let whole = len / entry as u64 * entry as u64;
+            if whole != len {
+                return Err(Error::corrupt(path, whole, Corruption::IndexLength { len, entry_len: entry as u64 }));
+            }
+            Ok(len)
         };
         let index_len = len(&index_path, OffsetEntry::LEN)?;
         let time_len = len(&time_path, TimeEntry::LEN)?;
@@ -480,12 +483,7 @@ impl LogSegment {
     fn header_at(&self, position: u64, len: u64) -> Result<BatchHeader> {
         let available = len.saturating_sub(position).min(BATCH_HEADER_LEN as u64) as usize;
         let header = self.log.read_with(position, available, BatchHeader::decode_from)?.flatten();
-        header.ok_or_else(|| {
-            self.corrupt(
-                position,
-                Corruption::BadLength { length: BATCH_HEADER_LEN as u64, available: available as u64 },
-            )
-        })
+        header.ok_or_else(|| self.corrupt(position, Corruption::ShortHeader { available: available as u64 }))
     }
 
     pub(crate) fn corrupt(&self, position: u64, reason: Corruption) -> Error {
@@ -760,14 +758,14 @@ impl LogSegment {
     }
 
     /// The cheap and the full index check of a sealed segment, without repairing anything.
-    pub(crate) fn check_sealed_indexes(&self) -> Result<(), String> {
+    pub(crate) fn check_sealed_indexes(&self) -> Result<()> {
         self.load_index_lengths()?;
         self.check_indexes()
     }
 
     /// The full sanity check: both indexes well-formed, and the last offset entry pointing at a
-    /// valid batch with that base offset.
-    pub(crate) fn check_indexes(&self) -> Result<(), String> {
+    /// valid batch with that base offset. Damage is `Error::Corrupt` in the index file.
+    pub(crate) fn check_indexes(&self) -> Result<()> {
         let (offsets, _times) = if self.read_only {
             self.view_indexes()?
         } else {
@@ -778,29 +776,45 @@ impl LogSegment {
             position: u64::from(last.position),
             expected: self.base_offset.saturating_add(u64::from(last.relative_offset)),
         };
-        if at.position >= self.size() {
-            return Err(format!("last entry points at {}, past the data end {}", at.position, self.size()));
+        let index_damage = |reason| {
+            let position = ((offsets.len() - 1) * OffsetEntry::LEN) as u64;
+            Err(Error::corrupt(self.offset_index.path(), position, reason))
+        };
+        let data_len = self.size();
+        if at.position >= data_len {
+            return index_damage(Corruption::IndexPastData { position: at.position, data_len });
         }
+        let not_at_batch = |reason: Option<Corruption>| Corruption::IndexEntryNotAtBatch {
+            offset: at.expected,
+            position: at.position,
+            reason: reason.map(Box::new),
+        };
         let first =
             self.walk(at, |at, _, bytes| ControlFlow::Break(batch::validate(bytes, Some(at.expected)).map(|_| ())));
         match first {
             Ok(Some((_, Some(Ok(()))))) | Ok(None) => Ok(()),
-            Ok(Some((_, Some(Err(e))))) => Err(format!("batch at the last entry ({}): {e}", at.position)),
-            Ok(Some((_, None))) => Err(format!("no batch at the last entry ({})", at.position)),
-            Err(e) => Err(e.to_string()),
+            Ok(Some((_, Some(Err(reason))))) => index_damage(not_at_batch(Some(reason))),
+            // Zeros where the entry points: the data ends there.
+            Ok(Some((_, None))) => {
+                index_damage(Corruption::IndexPastData { position: at.position, data_len: at.position })
+            }
+            Err(Error::Corrupt { position, reason, .. }) if position == at.position => {
+                index_damage(not_at_batch(Some(reason)))
+            }
+            Err(e) => Err(e),
         }
     }
 
     /// The indexes of a read-only view, checked: the last segment of a live log has untrimmed
     /// indexes (zeros after the entries) and entries past the data the view has: a view uses the
     /// entries it can check, and only those.
-    fn view_indexes(&self) -> Result<(Vec<OffsetEntry>, Vec<TimeEntry>), String> {
-        let offsets = self.offset_index.all().map_err(|e| e.to_string())?;
-        let used = check_entries(&offsets)?;
+    fn view_indexes(&self) -> Result<(Vec<OffsetEntry>, Vec<TimeEntry>)> {
+        let offsets = self.offset_index.all()?;
+        let used = check_entries(&offsets).map_err(|d| d.into_error(&self.offset_index.path()))?;
         let offsets: Vec<OffsetEntry> =
             offsets.into_iter().take(used).take_while(|e| u64::from(e.position) < self.size()).collect();
-        let times = self.time_index.all().map_err(|e| e.to_string())?;
-        let used = check_entries(&times)?;
+        let times = self.time_index.all()?;
+        let used = check_entries(&times).map_err(|d| d.into_error(&self.time_index.path()))?;
         let end = self.next_offset().saturating_sub(self.base_offset);
         let times: Vec<TimeEntry> =
             times.into_iter().take(used).take_while(|e| u64::from(e.relative_offset) < end).collect();
@@ -865,11 +879,14 @@ pub(crate) struct CopyEnd {
     pub end_of_data: bool,
 }
 
-fn check_index<E: IndexEntry>(index: &SparseIndex<E>) -> Result<Vec<E>, String> {
-    let entries = index.all().map_err(|e| e.to_string())?;
-    let used = check_entries(&entries)?;
+/// The entries of a sealed index, checked: well-formed and trimmed (no unused entries).
+fn check_index<E: IndexEntry>(index: &SparseIndex<E>) -> Result<Vec<E>> {
+    let entries = index.all()?;
+    let used = check_entries(&entries).map_err(|d| d.into_error(&index.path()))?;
     if used != entries.len() {
-        return Err(format!("{} of {} entries are unused (index not trimmed)", entries.len() - used, entries.len()));
+        let (unused, total) = ((entries.len() - used) as u64, entries.len() as u64);
+        let reason = Corruption::IndexNotTrimmed { unused, entries: total };
+        return Err(Error::corrupt(index.path(), (used * E::LEN) as u64, reason));
     }
     Ok(entries)
 }
@@ -878,6 +895,83 @@ fn check_index<E: IndexEntry>(index: &SparseIndex<E>) -> Result<Vec<E>, String> 
 mod tests {
     use super::*;
     use crate::log::batch::{BatchEncoder, Record};
+
+    /// A sealed segment at base 100 of three one-record batches, indexed at each batch after the
+    /// first; returns it (reopened sealed) and its paths.
+    fn sealed_segment(dir: &Path) -> (LogSegment, SegmentPaths) {
+        let config = LogConfig { index_interval_bytes: 1, ..LogConfig::default() };
+        let segment = LogSegment::create(dir, 100, &config, 0).expect("create");
+        let mut encoder = BatchEncoder::default();
+        for (offset, ts) in [(100, 1000), (101, 2000), (102, 3000)] {
+            let batch = encoder.encode(offset, &[Record::new(b"value")], &[ts], 0).to_vec();
+            let header = BatchHeader::decode_from(&batch).expect("header");
+            segment.append(&batch, &header).expect("append");
+        }
+        segment.seal().expect("seal");
+        let len = segment.size();
+        segment.retire();
+        (LogSegment::open_sealed(dir, 100, len, 103, &config), SegmentPaths::new(dir, 100))
+    }
+
+    fn index_damage(segment: &LogSegment) -> (PathBuf, u64, Corruption) {
+        match segment.check_sealed_indexes() {
+            Err(Error::Corrupt { path, position, reason }) => (path, position, reason),
+            other => panic!("expected index damage, got {other:?}"),
+        }
+    }
+
+    fn write_offset_entries(path: &Path, entries: &[(u32, u32)]) {
+        let bytes: Vec<u8> = entries.iter().flat_map(|(r, p)| [r.to_be_bytes(), p.to_be_bytes()].concat()).collect();
+        std::fs::write(path, bytes).expect("write index");
+    }
+
+    #[test]
+    fn a_sealed_segments_indexes_pass_their_check() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (segment, paths) = sealed_segment(dir.path());
+        assert_eq!(std::fs::metadata(&paths.index).expect("index").len(), 16, "two entries");
+        segment.check_sealed_indexes().expect("healthy indexes");
+    }
+
+    #[test]
+    fn index_damage_is_typed_and_placed_in_the_index_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (segment, paths) = sealed_segment(dir.path());
+        let batch_len = segment.size() / 3;
+
+        std::fs::write(&paths.index, [0u8; 12]).expect("write");
+        let (path, position, reason) = index_damage(&segment);
+        assert_eq!((path, position), (paths.index.clone(), 8));
+        assert_eq!(reason, Corruption::IndexLength { len: 12, entry_len: 8 });
+
+        write_offset_entries(&paths.index, &[(1, batch_len as u32), (0, 0)]);
+        let (_, position, reason) = index_damage(&segment);
+        assert_eq!((position, reason), (8, Corruption::IndexNotTrimmed { unused: 1, entries: 2 }));
+
+        write_offset_entries(&paths.index, &[(1, batch_len as u32), (2, 10_000)]);
+        let (_, position, reason) = index_damage(&segment);
+        assert_eq!(position, 8, "the last entry");
+        assert_eq!(reason, Corruption::IndexPastData { position: 10_000, data_len: 3 * batch_len });
+
+        // Inside the first batch: no batch starts there.
+        write_offset_entries(&paths.index, &[(1, 5)]);
+        let (_, position, reason) = index_damage(&segment);
+        assert_eq!(position, 0);
+        assert!(
+            matches!(reason, Corruption::IndexEntryNotAtBatch { offset: 101, position: 5, reason: Some(_) }),
+            "{reason:?}"
+        );
+
+        // A batch starts there, with another offset.
+        write_offset_entries(&paths.index, &[(1, 2 * batch_len as u32)]);
+        let (_, _, reason) = index_damage(&segment);
+        let expected = Corruption::UnexpectedOffset { expected: 101, found: 102 };
+        assert_eq!(
+            reason,
+            Corruption::IndexEntryNotAtBatch { offset: 101, position: 2 * batch_len, reason: Some(Box::new(expected)) }
+        );
+        assert!(reason.to_string().starts_with("index entry (offset 101, position "), "{reason}");
+    }
 
     #[test]
     fn rolls_before_a_relative_offset_would_overflow_u32() {

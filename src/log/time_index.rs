@@ -4,7 +4,7 @@
 
 use byteorder::{BigEndian, ByteOrder};
 
-use crate::error::Result;
+use crate::error::{Corruption, Result};
 use crate::format::TIME_INDEX_ENTRY_LEN;
 use crate::log::index::{IndexEntry, SparseIndex};
 
@@ -34,12 +34,19 @@ impl IndexEntry for TimeEntry {
         self.timestamp_ms == 0 && self.relative_offset == 0
     }
 
-    fn may_follow(&self, previous: &TimeEntry) -> bool {
-        self.timestamp_ms > previous.timestamp_ms && self.relative_offset >= previous.relative_offset
-    }
-
-    fn describe(&self) -> String {
-        format!("timestamp {} ms, relative offset {}", self.timestamp_ms, self.relative_offset)
+    fn check_follows(&self, previous: &TimeEntry, entry: u64) -> Result<(), Corruption> {
+        if self.timestamp_ms <= previous.timestamp_ms {
+            return Err(Corruption::TimeNotIncreasing {
+                entry,
+                previous: previous.timestamp_ms,
+                found: self.timestamp_ms,
+            });
+        }
+        if self.relative_offset < previous.relative_offset {
+            let (previous, found) = (previous.relative_offset, self.relative_offset);
+            return Err(Corruption::TimeOffsetBackwards { entry, previous, found });
+        }
+        Ok(())
     }
 }
 

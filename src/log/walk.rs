@@ -105,7 +105,7 @@ fn walk_window<B>(
             return Step::Done(if rest.iter().all(|&b| b == 0) {
                 Stop::End
             } else {
-                Stop::Invalid(Corruption::BadLength { length: BATCH_HEADER_LEN as u64, available: left_in_file })
+                Stop::Invalid(Corruption::ShortHeader { available: left_in_file })
             });
         };
         if header.is_zero() {

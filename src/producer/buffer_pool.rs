@@ -211,17 +211,30 @@ impl PooledBuffer {
         true
     }
 
-    /// The vector itself, for encoders in this crate; they must check the capacity first (growing
-    /// past it would allocate outside the pool's limit, which a debug assertion catches on return).
-    pub(crate) fn vec_mut(&mut self) -> &mut Vec<u8> {
-        &mut self.buf
-    }
-
     /// Empties the buffer, keeping its capacity.
     pub fn clear(&mut self) {
         self.buf.clear();
     }
 }
+
+/// A [`BatchBuilder`](crate::BatchBuilder) encodes into a pooled buffer up to its capacity, never
+/// past it (growing it would allocate outside the pool's limit, which a debug assertion catches on
+/// return).
+impl crate::log::batch::sealed::Buffer for PooledBuffer {
+    fn vec_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    fn max_len(&self) -> usize {
+        self.buf.capacity()
+    }
+}
+
+impl crate::log::batch::BatchBuffer for PooledBuffer {}
 
 impl Deref for PooledBuffer {
     type Target = [u8];

@@ -18,8 +18,8 @@ pub use buffer_pool::{BufferPool, BufferPoolMetrics, PooledBuffer};
 use crate::clock::Clock;
 use crate::config::FlushPolicy;
 use crate::error::{Error, Result};
-use crate::format::{ATTR_CREATE_TIME, BATCH_HEADER_LEN};
-use crate::log::batch::{self, Record};
+use crate::format::BATCH_HEADER_LEN;
+use crate::log::batch::{self, BatchBuilder, Record};
 use crate::log::{AppendInfo, Log};
 
 /// How a [`Producer`] batches.
@@ -84,14 +84,10 @@ struct State {
     closed: bool,
 }
 
-/// A batch being filled: its buffer starts with room for the header.
+/// A batch being filled, encoded straight into its pooled buffer.
 struct OpenBatch {
-    buf: PooledBuffer,
-    /// The batch may not grow past this: the buffer's capacity, or the log's `max_batch_bytes`.
-    limit: usize,
-    records: u32,
-    base_timestamp: i64,
-    max_timestamp: i64,
+    /// Never grows past the buffer's capacity, or the log's `max_batch_bytes`.
+    batch: BatchBuilder<PooledBuffer>,
     created: Instant,
     completion: Arc<Completion>,
 }
@@ -266,39 +262,19 @@ impl std::fmt::Debug for Producer {
 }
 
 impl OpenBatch {
-    fn new(mut buf: PooledBuffer, timestamp: i64, max_batch_bytes: usize) -> OpenBatch {
-        buf.clear();
-        buf.push(&[0u8; BATCH_HEADER_LEN]);
+    fn new(buf: PooledBuffer, timestamp: i64, max_batch_bytes: usize) -> OpenBatch {
         OpenBatch {
-            limit: buf.capacity().min(max_batch_bytes),
-            buf,
-            records: 0,
-            base_timestamp: timestamp,
-            max_timestamp: timestamp,
+            batch: BatchBuilder::with_buffer(buf, timestamp).with_max_bytes(max_batch_bytes),
             created: Instant::now(),
             completion: Arc::default(),
         }
     }
 
-    /// Encodes `record` into the buffer if it fits.
+    /// Encodes `record`, stamped `timestamp`, into the buffer if it fits.
     fn try_add(&mut self, record: &Record<'_>, timestamp: i64) -> Option<SendHandle> {
-        let delta = timestamp - self.base_timestamp;
-        let len = batch::record_len(record, delta, i64::from(self.records));
-        if self.buf.len() + len > self.limit {
-            return None;
-        }
-        batch::encode_record(record, delta, i64::from(self.records), self.buf.vec_mut());
-        let handle = SendHandle { completion: Arc::clone(&self.completion), index: self.records };
-        self.records += 1;
-        self.max_timestamp = self.max_timestamp.max(timestamp);
-        Some(handle)
-    }
-
-    /// The finished batch bytes (header and CRC written).
-    fn finish(&mut self) -> &[u8] {
-        let (records, base, max) = (self.records, self.base_timestamp, self.max_timestamp);
-        batch::finish_batch(self.buf.vec_mut(), 0, records, base, max, ATTR_CREATE_TIME);
-        &self.buf
+        let index = self.batch.record_count();
+        self.batch.append(&Record { timestamp_ms: Some(timestamp), ..*record }).ok()?;
+        Some(SendHandle { completion: Arc::clone(&self.completion), index })
     }
 }
 
@@ -312,8 +288,10 @@ impl Accumulator {
             #[cfg(feature = "failpoints")]
             fail::fail_point!("producer_sender");
             let mut appended = Vec::with_capacity(batches.len());
-            for batch in &mut batches {
-                let result = self.log.append_batch_nowait(batch.finish());
+            for open in &mut batches {
+                // An empty batch (left behind by a record that did not fit in it) is no append:
+                // `EmptyBatch` completes its no handles.
+                let result = open.batch.finish().and_then(|bytes| self.log.append_batch_nowait(bytes));
                 appended.push(result);
             }
             // The last batch's offset with the first batch's epoch: a truncation that removed any
@@ -373,13 +351,13 @@ impl Accumulator {
         let mut state = self.state.lock();
         loop {
             let lingered = state.open.as_ref().is_some_and(|o| {
-                o.records > 0 && (o.created.elapsed() >= linger || state.flushing > 0 || state.closed)
+                !o.batch.is_empty() && (o.created.elapsed() >= linger || state.flushing > 0 || state.closed)
             });
             if lingered && let Some(open) = state.open.take() {
                 state.ready.push_back(open);
             }
             let draining = state.flushing > 0 || state.closed;
-            if let Some(empty) = state.open.take_if(|o| o.records == 0 && draining) {
+            if let Some(empty) = state.open.take_if(|o| o.batch.is_empty() && draining) {
                 // Allocated for a record that went elsewhere: nothing to send.
                 drop(empty);
                 state.in_flight -= 1;

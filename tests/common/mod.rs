@@ -75,6 +75,16 @@ pub fn read_all(log: &Log, from: u64, max_bytes: usize) -> Vec<(u64, Owned)> {
     out
 }
 
+/// `records` encoded as one batch for `Log::append_batch`, records without a timestamp at `now_ms`.
+pub fn encode(records: &[Record<'_>], now_ms: i64) -> strata_log::Result<Vec<u8>> {
+    let mut batch = strata_log::BatchBuilder::new(now_ms);
+    for record in records {
+        batch.append(record)?;
+    }
+    batch.finish()?;
+    Ok(batch.into_buffer())
+}
+
 /// The values of every visible record, in order.
 pub fn values(log: &Log) -> Vec<Vec<u8>> {
     read_all(log, log.start_offset(), 1 << 20).into_iter().map(|(_, r)| r.value.unwrap_or_default()).collect()

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::{CleanupPolicy, ReadPath};
 use crate::error::{Corruption, Error, Result};
-use crate::failpoint::{crash_point, error_point};
+use crate::failpoint::{crash_point, damage_point, error_point};
 use crate::format::{CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, file_name};
 use crate::log::batch::{self, BatchHeader};
 use crate::log::index_plan::write_index_files_as;
@@ -118,7 +118,8 @@ impl LogState {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.compact_pass(forced)))
             .unwrap_or_else(|payload| Err(Error::panicked("a compaction pass", payload.as_ref())));
         match &result {
-            Ok(_) | Err(Error::Cancelled(_) | Error::Poisoned | Error::Closed) => {}
+            Ok(_) | Err(Error::Poisoned | Error::Closed) => {}
+            Err(Error::Cancelled(why)) => tracing::debug!(dir = %self.dir.display(), why, "compaction pass cancelled"),
             Err(error) => {
                 Counters::add(&self.counters.compaction_failures, 1);
                 tracing::error!(dir = %self.dir.display(), %error, "compaction pass failed; the old segments stay");
@@ -256,11 +257,14 @@ impl LogState {
         pace.step(len)?;
         report.bytes_after += len;
 
+        damage_point!("cleaner_output_damaged", &path, len / 2);
+        // The output's own check: a failure is damage (logged and counted by `compact`), never a
+        // cancellation, and the pass ends here, before anything is renamed.
         let end = group[group.len() - 1].next_offset();
         let written = MappedFile::open_sealed(&path, len, ReadPath::Pread);
         let scan = walk::scan(&written, len, base, self.config.index_interval_bytes)?;
         written.retire();
-        let Some(mut scan) = scan else { return Err(Error::Cancelled("the cleaner's output was removed")) };
+        let Some(mut scan) = scan else { return Err(Error::corrupt(path, 0, Corruption::NotReadBack)) };
         if let Some(reason) = scan.invalid.take() {
             return Err(Error::corrupt(path, scan.valid_len, reason));
         }

@@ -122,7 +122,7 @@ pub(crate) fn load_read_only(dir: &Path, config: &LogConfig) -> Result<Loaded> {
     let mut attempt = 0;
     loop {
         match load_read_only_once(dir, config) {
-            Err(error) if changed_under_us(&error) && attempt < 10 => {
+            Err(error) if changed_under_us(&error) && attempt < READ_ONLY_LOAD_RETRIES => {
                 attempt += 1;
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
@@ -130,6 +130,9 @@ pub(crate) fn load_read_only(dir: &Path, config: &LogConfig) -> Result<Loaded> {
         }
     }
 }
+
+/// How often a read-only load looks at the files again after a writer changed them under it.
+const READ_ONLY_LOAD_RETRIES: u32 = 10;
 
 /// An error a writer changing a file between its listing and its reading causes.
 fn changed_under_us(error: &Error) -> bool {
