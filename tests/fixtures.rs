@@ -18,13 +18,14 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use strata_log::format::{
+use strata_log::internals::Checkpoint;
+use strata_log::internals::format::{
     BATCH_HEADER_LEN, CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, CORRUPT_SUFFIX, DELETED_SUFFIX,
     INDEX_SUFFIX, LOCK_FILE, LOG_SUFFIX, OFFSET_INDEX_ENTRY_LEN, SWAP_SUFFIX, TIME_INDEX_SUFFIX, file_name,
     parse_file_name,
 };
-use strata_log::inspect::{BatchInfo, Dump, dump_file, verify};
-use strata_log::{Checkpoint, Corruption, Error, Log, LogConfig, ManualClock, Record, RecoveryMode};
+use strata_log::internals::inspect::{BatchInfo, Dump, dump_file, verify};
+use strata_log::{Corruption, Error, Log, LogConfig, ManualClock, Record, RecoveryMode};
 use tempfile::TempDir;
 
 /// Set to `1` to rewrite `fixtures/<name>/` from the generators instead of comparing.

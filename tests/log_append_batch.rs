@@ -6,7 +6,7 @@ mod common;
 
 use byteorder::{BigEndian, ByteOrder};
 use common::values;
-use strata_log::format::{ATTR_CLEANER, ATTRIBUTES_POS, CRC_POS, MAX_TIMESTAMP_POS};
+use strata_log::internals::format::{ATTR_CLEANER, ATTRIBUTES_POS, CRC_POS, MAX_TIMESTAMP_POS};
 use strata_log::{Corruption, Error, Log, LogConfig, ManualClock, Record, encode_batch};
 
 fn recrc(batch: &mut [u8]) {

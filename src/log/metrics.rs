@@ -62,7 +62,8 @@ impl Histogram {
 }
 
 /// Summary of a latency histogram. Quantiles are bucket upper bounds (powers of two, in µs).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct LatencySummary {
     /// Samples recorded.
     pub count: u64,
@@ -106,7 +107,8 @@ impl Counters {
 }
 
 /// A snapshot of a log's state and counters since it was opened.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct LogMetrics {
     /// Segments in the log.
