@@ -6,7 +6,7 @@
 //! then damaged with `std::fs`. `fixtures_match_their_generator` regenerates them all and compares
 //! them byte for byte with `fixtures/<name>/`, so a checked-in fixture cannot drift from the code
 //! that made it; rewrite them with
-//! `STRATA_REGENERATE_FIXTURES=1 cargo test --all-features --test fixtures`.
+//! `STRATA_REGENERATE_FIXTURES=1 cargo test -p strata-log --test fixtures`.
 //! The other tests open a copy in a temporary directory, never the checked-in one.
 #![allow(clippy::unwrap_used)]
 
@@ -31,7 +31,7 @@ use tempfile::TempDir;
 /// Set to `1` to rewrite `fixtures/<name>/` from the generators instead of comparing.
 const REGENERATE_VAR: &str = "STRATA_REGENERATE_FIXTURES";
 const REGENERATE_HINT: &str = "if the change is intended, run \
-    `STRATA_REGENERATE_FIXTURES=1 cargo test --all-features --test fixtures` and review the diff";
+    `STRATA_REGENERATE_FIXTURES=1 cargo test -p strata-log --test fixtures` and review the diff";
 
 /// The manual clock's start; it advances 1 ms per batch.
 const START_MS: i64 = 1_700_000_000_000;
