@@ -8,7 +8,6 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Stdio;
 
 use common::child::CHILD_DIR;
 use common::{copy_dir, file_names};
@@ -64,13 +63,7 @@ fn child_process() {
 }
 
 fn run_child(dir: &Path, failpoints: &str) -> Option<i32> {
-    let status = common::child::command(dir)
-        .env("FAILPOINTS", failpoints)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    status.code()
+    common::child::run(&mut common::child::command(dir), failpoints)
 }
 
 #[test]

@@ -198,13 +198,13 @@ impl Drop for Writer {
 /// Runs `recover` (as `strata recover` does, without `--force`) on `dir` in a child with
 /// `failpoints`; returns its exit code.
 pub fn recover(dir: &Path, failpoints: &str) -> Option<i32> {
-    let status = command(dir)
-        .env(CHILD_OP, "recover")
-        .env("FAILPOINTS", failpoints)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
+    run(command(dir).env(CHILD_OP, "recover"), failpoints)
+}
+
+/// Runs a child `command` with `failpoints` to its end, its output discarded; returns its exit code
+/// (`CRASH_EXIT_CODE` if it stopped at a crash point).
+pub fn run(command: &mut Command, failpoints: &str) -> Option<i32> {
+    let status = command.env("FAILPOINTS", failpoints).stdout(Stdio::null()).stderr(Stdio::null()).status().unwrap();
     status.code()
 }
 
