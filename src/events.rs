@@ -85,7 +85,8 @@ struct State {
 }
 
 /// A snapshot of an event thread's metrics.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct EventMetrics {
     /// Events waiting to run now.
     pub queue_len: usize,

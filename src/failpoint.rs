@@ -50,6 +50,7 @@ pub(crate) fn flip_byte(path: &std::path::Path, position: u64) -> crate::Result<
 }
 
 /// The exit status of a process stopped at a crash point.
+#[cfg(any(feature = "failpoints", feature = "internals"))]
 pub const CRASH_EXIT_CODE: i32 = 86;
 
 /// Exits the process at crash point `name` without running destructors or flushing anything, as a

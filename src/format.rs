@@ -140,11 +140,19 @@ pub const CLEANER_CHECKPOINT_LEN: usize = 4 + 2 + 8 + 4;
 pub const CQ_ENTRY_LEN: usize = 8 /* log_offset */ + 4 /* size */ + 8 /* tag_hash */;
 const _: () = assert!(CQ_ENTRY_LEN == 20);
 /// Entries per ConsumeQueue file.
+#[cfg_attr(
+    not(feature = "internals"),
+    expect(dead_code, reason = "the message store (DESIGN.md §11) is not written yet")
+)]
 pub const CQ_ENTRIES_PER_FILE: u64 = 300_000;
 /// IndexFile header: begin/end timestamps, begin/end log offsets, slot count, index count.
 pub const INDEX_FILE_HEADER_LEN: usize = 8 + 8 + 8 + 8 + 4 + 4;
 const _: () = assert!(INDEX_FILE_HEADER_LEN == 40);
 /// IndexFile hash slot: the latest entry number for the slot.
+#[cfg_attr(
+    not(feature = "internals"),
+    expect(dead_code, reason = "the message store (DESIGN.md §11) is not written yet")
+)]
 pub const INDEX_FILE_SLOT_LEN: usize = 4;
 /// IndexFile entry: `[key_hash u32][log_offset u64][time_diff_s u32][prev_entry u32]`.
 pub const INDEX_FILE_ENTRY_LEN: usize = 4 + 8 + 4 + 4;

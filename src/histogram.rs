@@ -62,7 +62,8 @@ impl Histogram {
 }
 
 /// Summary of a latency histogram. Quantiles are bucket upper bounds (powers of two, in µs).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct LatencySummary {
     /// Samples recorded.
     pub count: u64,

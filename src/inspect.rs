@@ -4,8 +4,6 @@
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-
 use crate::config::{LogConfig, ReadPath};
 use crate::error::{Corruption, Error, Result};
 use crate::format::{
@@ -20,7 +18,8 @@ use crate::log::{Log, batch};
 use crate::storage::MappedFile;
 
 /// One batch as `dump` shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct BatchInfo {
     /// Byte position in the `.log`.
     pub position: u64,
@@ -41,12 +40,13 @@ pub struct BatchInfo {
     /// `"ok"` or why the batch is invalid (then it is the damage, and the last batch shown).
     pub status: String,
     /// The records, with `--records`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub records: Option<Vec<RecordInfo>>,
 }
 
 /// One record as `dump --records` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RecordInfo {
     /// Its offset.
     pub offset: u64,
@@ -61,7 +61,8 @@ pub struct RecordInfo {
 }
 
 /// Where a file stops making sense.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Damage {
     /// Byte position of the damage.
     pub position: u64,
@@ -70,8 +71,9 @@ pub struct Damage {
 }
 
 /// The contents of one file, by kind.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "kind", rename_all = "snake_case"))]
 pub enum Dump {
     /// A `.log` segment: its batches up to the damage, then the damage.
     Log {
@@ -287,7 +289,8 @@ impl Dump {
 }
 
 /// The outcome of `dump --index-sanity-check` for one index file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct IndexSanity {
     /// The index file.
     pub path: PathBuf,
@@ -451,8 +454,9 @@ fn read_index<E: IndexEntry>(path: &Path) -> Result<(Vec<E>, Option<Damage>)> {
 }
 
 /// How much a `verify` finding matters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum Severity {
     /// Damage to data that should be there: `verify` exits 1.
     Error,
@@ -472,7 +476,8 @@ impl Severity {
 }
 
 /// Something `verify` found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Finding {
     /// How much it matters.
     pub severity: Severity,
@@ -485,14 +490,14 @@ pub struct Finding {
     /// A `.log` that does not belong to the log (DESIGN.md §4: an empty one that is not the last,
     /// or one whose base falls inside the previous segment's offsets). It holds no record of the
     /// log: `strata recover --force` sets it aside as `.foreign` and loses nothing.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "std::ops::Not::not"))]
     pub foreign: bool,
     /// Damage to the records themselves (a segment, or the log ending before its recovery point),
     /// which strict recovery refuses to cut; index damage is only rebuilt.
-    #[serde(skip)]
+    #[cfg_attr(feature = "serde", serde(skip))]
     pub data: bool,
     /// For damage to the records: the offset where the valid data ends, where `--force` cuts.
-    #[serde(skip)]
+    #[cfg_attr(feature = "serde", serde(skip))]
     pub end_offset: Option<u64>,
 }
 
@@ -541,7 +546,8 @@ pub struct SegmentCheck {
 }
 
 /// What `verify` checked and found.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct VerifyReport {
     /// Segments checked.
     pub segments: u64,
@@ -561,7 +567,7 @@ pub struct VerifyReport {
     /// clean.
     pub findings: Vec<Finding>,
     /// Each segment walked (foreign files are not segments of the log).
-    #[serde(skip)]
+    #[cfg_attr(feature = "serde", serde(skip))]
     pub segment_checks: Vec<SegmentCheck>,
 }
 
@@ -816,7 +822,8 @@ pub struct RecoverOptions {
 }
 
 /// The log as `verify` saw it, before or after recovery.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct LogShape {
     /// First offset.
     pub start_offset: u64,
@@ -844,7 +851,8 @@ impl From<&VerifyReport> for LogShape {
 
 /// What `strata recover` did, would do (`dry_run`), or refused to do (`refused`). The counts add
 /// up: `before.records − records_removed = after.records`, and the same for bytes.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RecoverOutcome {
     /// Nothing was changed: this says what recovery would do.
     pub dry_run: bool,
@@ -1077,7 +1085,7 @@ fn verify_checkpoint(dir: &Path, report: &mut VerifyReport) -> Result<Option<Che
 
 /// Whether a segment file ends in data rather than in preallocated zeros: then it was sealed
 /// (trimmed) before the last shutdown, and damage in it cannot be a torn write.
-pub(crate) fn ends_in_data(path: &Path, len: u64) -> Result<bool> {
+pub fn ends_in_data(path: &Path, len: u64) -> Result<bool> {
     if len == 0 {
         return Ok(false);
     }

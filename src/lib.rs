@@ -1,31 +1,32 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
-pub mod bench;
+// Every module is private: what a user may depend on is the `pub use` list below, nothing else.
+// The `strata` command and the tests reach further through the hidden `internals` module (feature
+// `internals`), which is not part of the API.
 mod clock;
 mod config;
 mod error;
-pub mod events;
-pub mod failpoint;
-pub mod format;
+mod events;
+mod failpoint;
+mod format;
 mod histogram;
-pub mod inspect;
+#[cfg(feature = "internals")]
+mod inspect;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod internals;
 mod log;
 mod producer;
 mod records;
 mod storage;
-#[cfg(feature = "cli")]
-pub mod tools;
 
 pub use clock::{Clock, ManualClock};
 pub use config::{CleanupPolicy, FlushPolicy, LogConfig, ReadPath, RecoveryMode};
 pub use error::{Corruption, Error, Result};
 pub use events::{EventHandle, EventManager, EventMetrics};
 pub use histogram::LatencySummary;
-pub use log::{
-    AppendInfo, BatchHeader, Checkpoint, CleanShutdown, CompactionReport, Header, Log, LogMetrics, LogReader,
-    OffsetEntry, Record, RecordView, RecoveryReport, TimeEntry,
-};
+pub use log::{AppendInfo, CompactionReport, Header, Log, LogMetrics, LogReader, Record, RecordView, RecoveryReport};
 pub use log::{BatchBuffer, BatchBuilder, BatchView, Batches};
 pub use producer::{BufferPool, BufferPoolMetrics, PooledBuffer, Producer, ProducerConfig, SendHandle};
 pub use records::Records;

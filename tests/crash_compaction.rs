@@ -8,13 +8,11 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
+use common::child::CHILD_DIR;
 use common::{copy_dir, file_names};
-use strata_log::failpoint::CRASH_EXIT_CODE;
+use strata_log::internals::CRASH_EXIT_CODE;
 use strata_log::{Log, LogConfig, Record};
-
-const CHILD_DIR: &str = "STRATA_CHILD_DIR";
 
 fn config() -> LogConfig {
     LogConfig { segment_bytes: 2048, index_interval_bytes: 128, file_delete_delay_ms: 0, ..LogConfig::default() }
@@ -65,15 +63,7 @@ fn child_process() {
 }
 
 fn run_child(dir: &Path, failpoints: &str) -> Option<i32> {
-    let status = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_process", "--ignored", "--test-threads=1"])
-        .env(CHILD_DIR, dir)
-        .env("FAILPOINTS", failpoints)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    status.code()
+    common::child::run(&mut common::child::command(dir), failpoints)
 }
 
 #[test]

@@ -10,8 +10,9 @@ mod common;
 use std::path::Path;
 
 use common::{copy_dir, snapshot, value_of};
-use strata_log::inspect::{self, BatchInfo, Dump};
-use strata_log::{Checkpoint, Error, Log, LogConfig, ManualClock, Record, RecoveryMode};
+use strata_log::internals::Checkpoint;
+use strata_log::internals::inspect::{self, BatchInfo, Dump};
+use strata_log::{Error, Log, LogConfig, ManualClock, Record, RecoveryMode};
 
 const LOG: &str = "00000000000000000000.log";
 

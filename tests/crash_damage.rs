@@ -15,8 +15,9 @@ use std::path::{Path, PathBuf};
 use byteorder::{BigEndian, ByteOrder};
 use common::{copy_dir, value_of};
 use rand::{Rng, RngExt};
-use strata_log::inspect::{self, BatchInfo, Dump};
-use strata_log::{Checkpoint, Error, Log, LogConfig, ManualClock, Record};
+use strata_log::internals::Checkpoint;
+use strata_log::internals::inspect::{self, BatchInfo, Dump};
+use strata_log::{Error, Log, LogConfig, ManualClock, Record};
 
 fn config() -> LogConfig {
     LogConfig {

@@ -1,10 +1,10 @@
-//! Crash test 3: a child process (`strata produce`, with `--sync` or under the default `Always`
-//! policy) appends records and reports each offset only once it is durable; the parent SIGKILLs
-//! it at a random moment, sometimes damages bytes after the last acknowledged position (never
-//! before it), reopens, and checks: every acknowledged
-//! record present and intact, offsets dense without duplicates, every record returned has the
-//! value written at its offset, lookups agree with a linear scan, no temporary files. Then it
-//! starts the next child on the same directory. (Bytes after the checkpoint's recovery point are
+//! Crash test 3: a child process (this test binary run again as a writer through the library,
+//! flushing each batch or under the default `Always` policy) appends records and reports each
+//! offset only once it is durable; the parent SIGKILLs it at a random moment, sometimes damages
+//! bytes after the last acknowledged position (never before it), reopens, and checks: every
+//! acknowledged record present and intact, offsets dense without duplicates, every record returned
+//! has the value written at its offset, lookups agree with a linear scan, no temporary files. Then
+//! it starts the next child on the same directory. (Bytes after the checkpoint's recovery point are
 //! damaged too: the writer may have made a batch durable and been killed before acknowledging it.)
 //!
 //! Kills: 50 by default, `STRATA_KILL_LOOPS` for more. Seeded: `STRATA_SEED` replays.
@@ -12,15 +12,15 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{check_recovered, value_of};
+use common::check_recovered;
+use common::child::{Writer, WriterOptions};
 use rand::{Rng, RngExt};
-use strata_log::inspect::{self, Dump};
-use strata_log::{Checkpoint, LogConfig};
+use strata_log::LogConfig;
+use strata_log::internals::Checkpoint;
+use strata_log::internals::inspect::{self, Dump};
 
 const SEGMENT_BYTES: u64 = 8192;
 
@@ -31,48 +31,23 @@ fn config() -> LogConfig {
 /// Runs one child from offset `next` until it is killed; returns the offset after the last
 /// acknowledged one.
 fn run_child(dir: &Path, next: u64, rng: &mut impl Rng) -> u64 {
-    let batch = rng.random_range(1..8u32);
-    // Durable before acknowledged either way: an explicit flush per batch (`--sync`), or the
+    // Durable before acknowledged either way: an explicit flush per batch (`sync`), or the
     // default flush policy (`Always`: append returns once its group commit fsynced it).
-    let durability = if rng.random_bool(0.5) { "--sync" } else { "--print-offsets" };
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(["produce", durability, "--batch", &batch.to_string()])
-        .args(["--segment-bytes", &SEGMENT_BYTES.to_string(), "--index-interval-bytes", "512"])
-        .arg(dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || {
-        for offset in next.. {
-            let mut line = value_of(offset);
-            line.push(b'\n');
-            if stdin.write_all(&line).is_err() {
-                return; // the child is gone
-            }
-        }
-    });
-    let mut acks = BufReader::new(child.stdout.take().unwrap()).lines();
-    let kill_after = rng.random_range(1..300u64);
-    let mut acked = next;
-    for _ in 0..kill_after {
-        let Some(Ok(line)) = acks.next() else { break };
-        let offset: u64 = line.parse().unwrap();
-        assert_eq!(offset, acked, "acknowledgements are dense and in order");
-        acked = offset + 1;
-    }
+    let options = WriterOptions {
+        segment_bytes: SEGMENT_BYTES,
+        index_interval_bytes: 512,
+        batch: rng.random_range(1..8),
+        sync: rng.random_bool(0.5),
+        failpoints: None,
+    };
+    let mut child = Writer::spawn(dir, &options);
+    child.feed(next..);
+    let acked = child.read_acks(next, rng.random_range(1..300));
     std::thread::sleep(Duration::from_micros(rng.random_range(0..3000)));
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill();
     // Acknowledgements already written before the kill still count.
-    for line in acks.map_while(Result::ok) {
-        let offset: u64 = line.parse().unwrap();
-        assert_eq!(offset, acked);
-        acked = offset + 1;
-    }
-    writer.join().unwrap();
+    let acked = child.read_acks(acked, u64::MAX);
+    child.wait();
     acked
 }
 
@@ -117,4 +92,10 @@ fn kill_at_random_moments_loses_nothing_acknowledged() {
     }
     eprintln!("{kills} kills, {total_acked} records acknowledged, all present");
     assert!(total_acked > kills as u64, "every child acknowledged something");
+}
+
+#[test]
+#[ignore = "the child process of the test above"]
+fn child_process() {
+    common::child::main();
 }

@@ -1,22 +1,22 @@
-//! Crash test 6: named crash points for exact replay. A child `strata` process runs with
-//! `FAILPOINTS=<point>=<spec>` and exits on the spot at that step (status 86, asserted, so each
-//! test proves its step was reached); the parent then reopens and checks everything acknowledged
-//! is there, intact, dense, and that the interrupted multi-file operation was completed or undone.
-//! Every step of every multi-file operation is crashed at least once: rolls, sealing, checkpoint
-//! and marker writes, close, marker deletion at open, swap completion, recovery's cut, removal of
-//! later segments and index rebuilds.
+//! Crash test 6: named crash points for exact replay. A child process (this test binary run again
+//! as a writer, or as `recover`, through the library) runs with `FAILPOINTS=<point>=<spec>` and
+//! exits on the spot at that step (status 86, asserted, so each test proves its step was reached);
+//! the parent then reopens and checks everything acknowledged is there, intact, dense, and that
+//! the interrupted multi-file operation was completed or undone. Every step of every multi-file
+//! operation is crashed at least once: rolls, sealing, checkpoint and marker writes, close, marker
+//! deletion at open, swap completion, recovery's cut, removal of later segments and index rebuilds.
 #![cfg(feature = "failpoints")]
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
 
+use common::child::{Writer, WriterOptions, recover};
 use common::{check_recovered, value_of};
-use strata_log::failpoint::CRASH_EXIT_CODE;
-use strata_log::{Checkpoint, Log, LogConfig, Record};
+use strata_log::internals::CRASH_EXIT_CODE;
+use strata_log::internals::Checkpoint;
+use strata_log::{Log, LogConfig, Record};
 
 const SEGMENT_BYTES: u64 = 1024;
 
@@ -24,49 +24,21 @@ fn config() -> LogConfig {
     LogConfig { segment_bytes: SEGMENT_BYTES, index_interval_bytes: 200, ..LogConfig::default() }
 }
 
-/// Runs `strata produce --sync` on `dir` with `failpoints`, feeding `lines` records from offset
-/// `next` and then closing its input. Returns its exit code and the offset after the last
-/// acknowledged record.
+/// Runs a writer that flushes each record before acknowledging it on `dir` with `failpoints`,
+/// feeding `lines` records from offset `next` and then closing its input. Returns its exit code
+/// and the offset after the last acknowledged record.
 fn produce(dir: &Path, failpoints: &str, next: u64, lines: u64) -> (Option<i32>, u64) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(["produce", "--sync", "--segment-bytes", &SEGMENT_BYTES.to_string(), "--index-interval-bytes", "200"])
-        .arg(dir)
-        .env("FAILPOINTS", failpoints)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || {
-        for offset in next..next + lines {
-            let mut line = value_of(offset);
-            line.push(b'\n');
-            if stdin.write_all(&line).is_err() {
-                return;
-            }
-        }
-    });
-    let mut acked = next;
-    for line in BufReader::new(child.stdout.take().unwrap()).lines().map_while(Result::ok) {
-        assert_eq!(line.parse::<u64>().unwrap(), acked);
-        acked += 1;
-    }
-    writer.join().unwrap();
-    (child.wait().unwrap().code(), acked)
-}
-
-/// Runs `strata recover <dir>` with `failpoints`; returns its exit code.
-fn recover(dir: &Path, failpoints: &str) -> Option<i32> {
-    let status = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .arg("recover")
-        .arg(dir)
-        .env("FAILPOINTS", failpoints)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    status.code()
+    let options = WriterOptions {
+        segment_bytes: SEGMENT_BYTES,
+        index_interval_bytes: 200,
+        sync: true,
+        failpoints: Some(failpoints.to_owned()),
+        ..WriterOptions::default()
+    };
+    let mut child = Writer::spawn(dir, &options);
+    child.feed(next..next + lines);
+    let acked = child.read_acks(next, u64::MAX);
+    (child.wait(), acked)
 }
 
 /// A writer crashes at `failpoints`; the log reopens with everything acknowledged.
@@ -215,8 +187,8 @@ fn leave_torn_log(dir: &Path) -> u64 {
         let len = std::fs::metadata(&index).unwrap().len();
         std::fs::OpenOptions::new().write(true).open(&index).unwrap().set_len(len + 4096).unwrap();
     }
-    let batches = match strata_log::inspect::dump_file(&path, false).unwrap() {
-        strata_log::inspect::Dump::Log { batches, .. } => batches,
+    let batches = match strata_log::internals::inspect::dump_file(&path, false).unwrap() {
+        strata_log::internals::inspect::Dump::Log { batches, .. } => batches,
         _ => unreachable!(),
     };
     batches.last().unwrap().base_offset
@@ -248,4 +220,10 @@ fn crash_in_recovery_while_removing_later_segments() {
 #[test]
 fn crash_in_recovery_while_writing_the_checkpoint() {
     recovery_crash("after_tmp_write=return");
+}
+
+#[test]
+#[ignore = "the child process of the tests above"]
+fn child_process() {
+    common::child::main();
 }

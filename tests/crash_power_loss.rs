@@ -15,13 +15,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::check_recovered;
+use common::child::{Writer, WriterOptions};
 use common::ext4::{Mount, tool};
-use common::{check_recovered, value_of};
 use rand::{Rng, RngExt};
 use strata_log::LogConfig;
 
@@ -34,45 +33,23 @@ fn config() -> LogConfig {
 /// One cycle: write from `next` until a power cut at a random moment. Returns the offset after the
 /// last acknowledged record.
 fn cycle(mount: &str, dir: &Path, next: u64, rng: &mut impl Rng) -> u64 {
-    let batch = rng.random_range(1..6u32);
     // Acknowledged after an explicit flush, or after the default `Always` group commit.
-    let durability = if rng.random_bool(0.5) { "--sync" } else { "--print-offsets" };
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(["produce", durability, "--batch", &batch.to_string(), "--segment-bytes", &SEGMENT_BYTES.to_string()])
-        .args(["--index-interval-bytes", "1024"])
-        .arg(dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || {
-        for offset in next.. {
-            let mut line = value_of(offset);
-            line.push(b'\n');
-            if stdin.write_all(&line).is_err() {
-                return;
-            }
-        }
-    });
-    let mut acks = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut acked = next;
-    for _ in 0..rng.random_range(1..600u32) {
-        let Some(Ok(line)) = acks.next() else { break };
-        assert_eq!(line.parse::<u64>().unwrap(), acked);
-        acked += 1;
-    }
+    let options = WriterOptions {
+        segment_bytes: SEGMENT_BYTES,
+        index_interval_bytes: 1024,
+        batch: rng.random_range(1..6),
+        sync: rng.random_bool(0.5),
+        failpoints: None,
+    };
+    let mut child = Writer::spawn(dir, &options);
+    child.feed(next..);
+    let acked = child.read_acks(next, rng.random_range(1..600));
     std::thread::sleep(Duration::from_micros(rng.random_range(0..2000)));
     tool(&["cut", mount]);
     // Offsets printed before the cut took effect were durable before it: they count too.
-    child.kill().unwrap();
-    for line in acks.map_while(Result::ok) {
-        assert_eq!(line.parse::<u64>().unwrap(), acked);
-        acked += 1;
-    }
-    child.wait().unwrap();
-    writer.join().unwrap();
+    child.kill();
+    let acked = child.read_acks(acked, u64::MAX);
+    child.wait();
     tool(&["remount", mount]);
     acked
 }
@@ -111,22 +88,13 @@ fn recovery_fsyncs_what_it_claims_durable() {
     let dir = mount.path().join("log");
     // A writer that never fsyncs: a small record, then one larger than a segment (it gets a
     // segment of exactly its size), then it is killed.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(["produce", "--print-offsets", "--segment-bytes", "1024"])
-        .arg(&dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut acks = BufReader::new(child.stdout.take().unwrap()).lines();
-    writeln!(stdin, "small").unwrap();
-    writeln!(stdin, "{}", "x".repeat(3000)).unwrap();
-    assert_eq!(acks.next().unwrap().unwrap(), "0");
-    assert_eq!(acks.next().unwrap().unwrap(), "1");
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let options = WriterOptions { segment_bytes: 1024, ..WriterOptions::default() };
+    let mut child = Writer::spawn(&dir, &options);
+    child.send(b"small");
+    child.send("x".repeat(3000).as_bytes());
+    assert_eq!(child.read_acks(0, 2), 2);
+    child.kill();
+    child.wait();
     // Recovery claims offsets below 2 durable; then the power goes.
     let log = strata_log::Log::open(&dir, LogConfig { segment_bytes: 1024, ..LogConfig::default() }).unwrap();
     assert_eq!(log.recovery_report().recovery_point, 2);
@@ -136,4 +104,10 @@ fn recovery_fsyncs_what_it_claims_durable() {
     let log = strata_log::Log::open(&dir, LogConfig { segment_bytes: 1024, ..LogConfig::default() });
     let log = log.unwrap_or_else(|e| panic!("what recovery claimed durable is gone: {e}"));
     assert_eq!(log.next_offset(), 2);
+}
+
+#[test]
+#[ignore = "the child process of the tests above"]
+fn child_process() {
+    common::child::main();
 }

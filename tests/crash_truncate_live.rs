@@ -10,13 +10,13 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
+use common::child::CHILD_DIR;
 use common::{file_names, read_all};
 use strata_log::{FlushPolicy, Log, LogConfig, Record};
 
 const OLD: u64 = 400;
-const CHILD_DIR: &str = "STRATA_CHILD_DIR";
 const CHILD_OP: &str = "STRATA_CHILD_OP";
 
 fn config() -> LogConfig {
@@ -83,17 +83,11 @@ fn child_process() {
 /// Runs the child on `dir`; returns its exit code (None when killed by us) and the next offset it
 /// reported after its operation.
 fn run_child(dir: &Path, op: &str, failpoints: Option<&str>) -> (Option<i32>, Option<u64>) {
-    let mut command = Command::new(std::env::current_exe().unwrap());
-    command
-        .args(["--exact", "child_process", "--ignored", "--nocapture", "--test-threads=1"])
-        .env(CHILD_DIR, dir)
-        .env(CHILD_OP, op)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    match failpoints {
-        Some(spec) => command.env("FAILPOINTS", spec),
-        None => command.env_remove("FAILPOINTS"),
-    };
+    let mut command = common::child::command(dir);
+    command.env(CHILD_OP, op).stdout(Stdio::piped()).stderr(Stdio::null());
+    if let Some(spec) = failpoints {
+        command.env("FAILPOINTS", spec);
+    }
     let mut child = command.spawn().unwrap();
     let mut reported = None;
     for line in BufReader::new(child.stdout.take().unwrap()).lines().map_while(Result::ok) {
@@ -154,7 +148,7 @@ fn records_removed_by_a_reset_never_come_back() {
 #[cfg(feature = "failpoints")]
 #[test]
 fn a_crash_at_each_step_of_a_truncation_leaves_the_old_or_the_new_log() {
-    use strata_log::failpoint::CRASH_EXIT_CODE;
+    use strata_log::internals::CRASH_EXIT_CODE;
     let cut = 150;
     for point in ["truncate_after_checkpoint", "truncate_after_rename", "truncate_after_cut"] {
         let dir = tempfile::tempdir().unwrap();
@@ -179,7 +173,7 @@ fn a_crash_at_each_step_of_a_truncation_leaves_the_old_or_the_new_log() {
 #[cfg(feature = "failpoints")]
 #[test]
 fn a_crash_at_each_step_of_a_reset_leaves_the_old_or_the_new_log() {
-    use strata_log::failpoint::CRASH_EXIT_CODE;
+    use strata_log::internals::CRASH_EXIT_CODE;
     for point in ["reset_after_checkpoint", "reset_after_rename"] {
         for at in [OLD + 1000, 100, 0] {
             let dir = tempfile::tempdir().unwrap();

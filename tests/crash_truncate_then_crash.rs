@@ -6,12 +6,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
-
+use common::child::{Writer, WriterOptions};
 use common::value_of;
-use strata_log::inspect::{self, Dump};
-use strata_log::{Checkpoint, Log, LogConfig, Record};
+use strata_log::internals::Checkpoint;
+use strata_log::internals::inspect::{self, Dump};
+use strata_log::{Log, LogConfig, Record};
 
 #[test]
 fn records_cut_by_recovery_never_come_back() {
@@ -40,21 +39,13 @@ fn records_cut_by_recovery_never_come_back() {
     drop(log);
 
     // Append three short records (fewer bytes than were cut) and die before any fsync.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(["produce", "--print-offsets"])
-        .arg(dir.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut acks = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut child = Writer::spawn(dir.path(), &WriterOptions::default());
     for offset in 80..83 {
-        writeln!(stdin, "new-{offset}").unwrap();
-        assert_eq!(acks.next().unwrap().unwrap(), offset.to_string(), "stored (not durable)");
+        child.send(format!("new-{offset}").as_bytes());
+        assert_eq!(child.next_ack(), Some(offset), "stored (not durable)");
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill();
+    child.wait();
 
     let log = Log::open(dir.path(), LogConfig::default()).unwrap();
     assert!(log.next_offset() <= 83, "nothing past the new records: {}", log.next_offset());
@@ -66,4 +57,10 @@ fn records_cut_by_recovery_never_come_back() {
             assert_eq!(value, format!("new-{offset}").into_bytes(), "offset {offset}: a cut record came back");
         }
     }
+}
+
+#[test]
+#[ignore = "the child process of the test above"]
+fn child_process() {
+    common::child::main();
 }

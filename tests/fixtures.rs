@@ -6,7 +6,7 @@
 //! then damaged with `std::fs`. `fixtures_match_their_generator` regenerates them all and compares
 //! them byte for byte with `fixtures/<name>/`, so a checked-in fixture cannot drift from the code
 //! that made it; rewrite them with
-//! `STRATA_REGENERATE_FIXTURES=1 cargo test --all-features --test fixtures`.
+//! `STRATA_REGENERATE_FIXTURES=1 cargo test -p strata-log --test fixtures`.
 //! The other tests open a copy in a temporary directory, never the checked-in one.
 #![allow(clippy::unwrap_used)]
 
@@ -18,19 +18,20 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use strata_log::format::{
+use strata_log::internals::Checkpoint;
+use strata_log::internals::format::{
     BATCH_HEADER_LEN, CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, CORRUPT_SUFFIX, DELETED_SUFFIX,
     INDEX_SUFFIX, LOCK_FILE, LOG_SUFFIX, OFFSET_INDEX_ENTRY_LEN, SWAP_SUFFIX, TIME_INDEX_SUFFIX, file_name,
     parse_file_name,
 };
-use strata_log::inspect::{BatchInfo, Dump, dump_file, verify};
-use strata_log::{Checkpoint, Corruption, Error, Log, LogConfig, ManualClock, Record, RecoveryMode};
+use strata_log::internals::inspect::{BatchInfo, Dump, dump_file, verify};
+use strata_log::{Corruption, Error, Log, LogConfig, ManualClock, Record, RecoveryMode};
 use tempfile::TempDir;
 
 /// Set to `1` to rewrite `fixtures/<name>/` from the generators instead of comparing.
 const REGENERATE_VAR: &str = "STRATA_REGENERATE_FIXTURES";
 const REGENERATE_HINT: &str = "if the change is intended, run \
-    `STRATA_REGENERATE_FIXTURES=1 cargo test --all-features --test fixtures` and review the diff";
+    `STRATA_REGENERATE_FIXTURES=1 cargo test -p strata-log --test fixtures` and review the diff";
 
 /// The manual clock's start; it advances 1 ms per batch.
 const START_MS: i64 = 1_700_000_000_000;

@@ -28,7 +28,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("storage", &["crate::storage"]),
     ("log", &["crate::log"]),
     ("built on the log", &["crate::producer", "crate::records", "crate::store", "crate::channel", "crate::raft"]),
-    ("tools", &["crate::inspect", "crate::tools", "crate::bench"]),
+    ("inspection and the CLI's view", &["crate::inspect", "crate::internals"]),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

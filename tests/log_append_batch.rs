@@ -6,7 +6,7 @@ mod common;
 
 use byteorder::{BigEndian, ByteOrder};
 use common::{encode, values};
-use strata_log::format::{ATTR_CLEANER, ATTRIBUTES_POS, CRC_POS, MAX_TIMESTAMP_POS};
+use strata_log::internals::format::{ATTR_CLEANER, ATTRIBUTES_POS, CRC_POS, MAX_TIMESTAMP_POS};
 use strata_log::{BatchBuilder, Corruption, Error, Log, LogConfig, ManualClock, Record};
 
 fn recrc(batch: &mut [u8]) {

@@ -4,15 +4,15 @@
 //! checkpoint write (a new temporary file needs a block) poisoning the log for good, and a log on
 //! a full disk failing to open (the checkpoint's temporary file, the active segment's
 //! re-extension). Each step is checked on the full disk, then after the space is freed; then a
-//! flush in an immutable directory.
+//! flush in an immutable directory. (What `strata produce` says on a full disk is tested with the
+//! binary, in `strata-cli/tests/cli_disk_full_ext4.rs`.)
 //!
 //! Needs root and loop devices: `cargo test --all-features --test log_disk_full_ext4 -- --ignored`.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use common::ext4::{Mount, fill};
 use common::values;
@@ -101,31 +101,6 @@ fn every_step_on_a_full_ext4_and_after() {
 fn chattr(flag: &str, dir: &std::path::Path) {
     let status = Command::new("chattr").arg(flag).arg(dir).status().unwrap();
     assert!(status.success(), "chattr {flag}");
-}
-
-#[test]
-#[ignore = "opt-in: needs root and loop devices; cargo test --all-features --test log_disk_full_ext4 -- --ignored"]
-fn strata_produce_on_a_full_disk_says_disk_full() {
-    let mount = Mount::new(32, None);
-    let dir = mount.path().join("log");
-    fill(mount.path());
-    // A new log needs blocks for its first files: the error says so, in words.
-    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(["produce", "--sync"])
-        .arg(&dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            child.stdin.take().unwrap().write_all(b"one\ntwo\n")?;
-            child.wait_with_output()
-        })
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(stderr.contains("disk full"), "{stderr}");
-    assert!(!stderr.contains("os error 0"), "{stderr}");
 }
 
 /// Regression (review): a failed fallocate on ext4 keeps the blocks it got and grows the file, so

@@ -3,8 +3,9 @@
 //! Strict mode. Fix: an explicit flush writes the checkpoint.
 #![allow(clippy::unwrap_used)]
 
-use strata_log::inspect::{self, Dump};
-use strata_log::{Checkpoint, Error, Log, LogConfig, Record};
+use strata_log::internals::Checkpoint;
+use strata_log::internals::inspect::{self, Dump};
+use strata_log::{Error, Log, LogConfig, Record};
 
 #[test]
 fn damage_to_flushed_records_is_reported_not_cut() {

@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use fail::FailScenario;
-use strata_log::{Checkpoint, Error, Log, LogConfig, Record};
+use strata_log::internals::Checkpoint;
+use strata_log::{Error, Log, LogConfig, Record};
 
 /// Both appends' results, the checkpoint, the log and its directory.
 type Raced = (Result<(), Error>, Result<(), Error>, Checkpoint, Arc<Log>, tempfile::TempDir);

@@ -7,7 +7,8 @@
 mod common;
 
 use common::{snapshot, value_of};
-use strata_log::{Checkpoint, Error, Log, LogConfig, Record};
+use strata_log::internals::Checkpoint;
+use strata_log::{Error, Log, LogConfig, Record};
 
 fn config() -> LogConfig {
     LogConfig { segment_bytes: 2048, index_interval_bytes: 200, ..LogConfig::default() }

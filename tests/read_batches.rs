@@ -5,7 +5,7 @@
 
 mod common;
 
-use strata_log::format::{ATTR_CLEANER, ATTR_CREATE_TIME, BATCH_HEADER_LEN};
+use strata_log::internals::format::{ATTR_CLEANER, ATTR_CREATE_TIME, BATCH_HEADER_LEN};
 use strata_log::{BatchView, FlushPolicy, Header, Log, LogConfig, ManualClock, Record};
 
 const NOW: i64 = 1_700_000_000_000;

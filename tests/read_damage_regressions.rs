@@ -13,12 +13,12 @@
 mod common;
 
 use common::value_of;
-use strata_log::inspect::{self, Dump};
+use strata_log::internals::inspect::{self, Dump};
 use strata_log::{Error, Log, LogConfig, Record};
 
 /// A log of three sealed segments and an active one; returns the first segment's file name and
 /// its batches.
-fn build(dir: &std::path::Path) -> (String, Vec<strata_log::inspect::BatchInfo>) {
+fn build(dir: &std::path::Path) -> (String, Vec<strata_log::internals::inspect::BatchInfo>) {
     let log =
         Log::open(dir, LogConfig { segment_bytes: 2048, index_interval_bytes: 200, ..LogConfig::default() }).unwrap();
     for offset in 0..150u64 {

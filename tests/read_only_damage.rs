@@ -12,7 +12,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{snapshot, value_of};
-use strata_log::{Checkpoint, Error, Log, LogConfig, Record};
+use strata_log::internals::Checkpoint;
+use strata_log::{Error, Log, LogConfig, Record};
 
 fn config() -> LogConfig {
     LogConfig { segment_bytes: 4096, index_interval_bytes: 200, ..LogConfig::default() }

@@ -8,7 +8,7 @@
 
 mod common;
 
-use strata_log::inspect::{RecoverOptions, recover};
+use strata_log::internals::inspect::{RecoverOptions, recover};
 use strata_log::{Log, LogConfig, Record};
 
 #[test]

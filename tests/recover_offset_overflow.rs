@@ -15,7 +15,7 @@ fn offsets_past_u64_max_are_invalid_not_wrapped() {
     let mut batch = common::encode(&[Record::new(b"a"), Record::new(b"b")], 1_700_000_000_000).unwrap();
     batch[..8].copy_from_slice(&base.to_be_bytes());
     std::fs::write(dir.path().join(format!("{base:020}.log")), &batch).unwrap();
-    let report = strata_log::inspect::verify(dir.path(), &LogConfig::default()).unwrap();
+    let report = strata_log::internals::inspect::verify(dir.path(), &LogConfig::default()).unwrap();
     assert_eq!(report.next_offset, base, "the batch is not valid data");
     let log = Log::open(dir.path(), LogConfig::default()).unwrap();
     assert_eq!(log.next_offset(), base, "the invalid batch is a torn tail: cut, nothing wraps");

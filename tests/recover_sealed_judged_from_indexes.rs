@@ -9,7 +9,8 @@
 mod common;
 
 use common::file_names;
-use strata_log::{Checkpoint, Error, Log, LogConfig, Record};
+use strata_log::internals::Checkpoint;
+use strata_log::{Error, Log, LogConfig, Record};
 
 #[test]
 fn damage_in_a_sealed_segment_refuses_even_after_the_segment_size_shrinks() {

@@ -68,7 +68,8 @@ impl<'a> Record<'a> {
 }
 
 /// The fixed 43-byte header of a batch, as stored (not yet validated).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct BatchHeader {
     /// Offset of the first record.
     pub base_offset: u64,

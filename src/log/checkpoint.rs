@@ -20,7 +20,8 @@ use crate::format::{
 use crate::storage;
 
 /// The contents of `checkpoint`: where the log starts and up to where it is known durable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Checkpoint {
     /// First readable offset.
     pub log_start_offset: u64,
@@ -41,6 +42,9 @@ pub(crate) struct Stored {
     pub pending_reset: Option<u64>,
 }
 
+// The public codec (`encode_slot`, `encode_file`, `decode_slot`, `decode`) serves `inspect` and
+// the tests (feature `internals`); the log itself reads and writes through `read` and `write`.
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
 impl Checkpoint {
     /// The data bytes of the slot holding sequence number `sequence`.
     pub fn encode_slot(&self, sequence: u64) -> [u8; CHECKPOINT_SLOT_DATA_LEN] {
@@ -223,7 +227,8 @@ fn decode_v1(b: &[u8]) -> Result<Checkpoint, Corruption> {
 }
 
 /// The contents of `.clean-shutdown`: the log's exact end at a clean close.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct CleanShutdown {
     /// The log's next offset.
     pub next_offset: u64,

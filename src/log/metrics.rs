@@ -36,7 +36,8 @@ impl Counters {
 }
 
 /// A snapshot of a log's state and counters since it was opened.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct LogMetrics {
     /// Segments in the log.

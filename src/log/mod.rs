@@ -61,15 +61,19 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 pub use append::AppendInfo;
-pub use batch::{BatchBuffer, BatchBuilder, BatchHeader, Header, Record};
-pub use checkpoint::{Checkpoint, CleanShutdown};
+pub use batch::{BatchBuffer, BatchBuilder, Header, Record};
+pub use checkpoint::CleanShutdown;
 pub use cleaner::CompactionReport;
-pub(crate) use cleaner::checkpoint::decode as cleaner_checkpoint_decode;
 pub use metrics::LogMetrics;
-pub use offset_index::OffsetEntry;
 pub use open::report::RecoveryReport;
 pub use reader::{BatchView, Batches, LogReader, RecordView};
-pub use time_index::TimeEntry;
+// The on-disk structs, for `crate::internals` only (not in the API).
+#[cfg(feature = "internals")]
+pub(crate) use cleaner::checkpoint::decode as cleaner_checkpoint_decode;
+#[cfg(feature = "internals")]
+pub use {batch::BatchHeader, checkpoint::Checkpoint};
+#[cfg(feature = "internals")]
+pub use {offset_index::OffsetEntry, time_index::TimeEntry};
 
 use crate::config::{FlushPolicy, LogConfig};
 use crate::error::{Error, Result};
@@ -506,6 +510,7 @@ impl Log {
 
     /// Checks the indexes of every sealed segment now (lazily done at each segment's first read)
     /// and rebuilds those that fail, as `strata recover` does. Returns how many were rebuilt.
+    #[cfg(feature = "internals")]
     pub(crate) fn check_all_indexes(&self) -> Result<u64> {
         let mut rebuilt = 0;
         for segment in self.shared.segments.all() {

@@ -8,7 +8,8 @@ use crate::format::OFFSET_INDEX_ENTRY_LEN;
 use crate::log::index::{IndexEntry, SparseIndex};
 
 /// One `.index` entry. Never all-zero: position 0 (the segment's first batch) is never indexed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct OffsetEntry {
     /// Batch base offset − segment base offset.
     pub relative_offset: u32,

@@ -10,7 +10,8 @@ use crate::log::index::{IndexEntry, SparseIndex};
 
 /// One `.timeindex` entry. Timestamps are > 0 (entries are added only when the largest timestamp
 /// exceeds the last entry's, starting from 0), so an all-zero entry is never data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct TimeEntry {
     /// Largest timestamp in the segment up to and including the batch at `relative_offset`.
     pub timestamp_ms: i64,

@@ -4,11 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The tool: `STRATA_POWERCUT`, default `../shared/tools/powercut` beside the repository.
+/// The tool: `STRATA_POWERCUT`, default `../shared/tools/powercut` beside the repository (the
+/// workspace root, whichever of its packages runs the test).
 pub fn powercut() -> PathBuf {
-    std::env::var_os("STRATA_POWERCUT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/powercut"))
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = manifest.ancestors().find(|dir| dir.join("Cargo.lock").exists()).unwrap_or(manifest);
+    std::env::var_os("STRATA_POWERCUT").map(PathBuf::from).unwrap_or_else(|| root.join("../shared/tools/powercut"))
 }
 
 /// Runs the tool; panics with its stderr if it fails.

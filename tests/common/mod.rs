@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod child;
 pub mod ext4;
 
 use std::path::Path;

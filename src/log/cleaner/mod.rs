@@ -47,7 +47,8 @@ const STEP_BYTES: u64 = 1 << 20;
 const WRITE_BUFFER: usize = 1 << 20;
 
 /// What one compaction pass did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct CompactionReport {
     /// Segments rewritten, and the segments they became.

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 /// What opening a log found and changed. Also logged at open.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct RecoveryReport {
     /// The last close was clean (a valid marker matching the files): nothing was scanned.

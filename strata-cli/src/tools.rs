@@ -12,10 +12,13 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::config::LogConfig;
-use crate::error::Error;
-pub use crate::inspect::{DirState, dir_state};
-use crate::log::{Checkpoint, CleanShutdown, CompactionReport, Log};
+use strata_log::Error;
+use strata_log::LogConfig;
+use strata_log::internals::format::{self, MAX_SEGMENT_BYTES, MIN_SEGMENT_BYTES};
+use strata_log::internals::inspect;
+pub use strata_log::internals::inspect::{DirState, dir_state};
+use strata_log::internals::{self, CleanShutdown};
+use strata_log::{CompactionReport, Log};
 
 pub use consume::{ConsumeOptions, ConsumeSummary, Output, Start, Template, consume};
 pub use produce::{Framing, ProduceOptions, ProduceSummary, produce};
@@ -117,25 +120,25 @@ pub fn offsets(dir: &Path, time_ms: Option<i64>) -> Result<Offsets, ToolError> {
     require_log(dir)?;
     let log = Log::open_read_only(dir, LogConfig::default())?;
     let metrics = log.metrics();
-    let recovery_point = Checkpoint::read(dir)?.and_then(Result::ok).map(|c| c.checkpoint.recovery_point);
+    let recovery_point = internals::checkpoint_recovery_point(dir)?;
     let (earliest, mut latest) = (log.start_offset(), log.visible_end());
     // An empty foreign `.log` last (a stray file) is not where the log ends.
-    let (foreign, real_end) = crate::inspect::empty_foreign_files(dir)?;
+    let (foreign, real_end) = inspect::empty_foreign_files(dir)?;
     if let Some(end) = real_end {
         latest = latest.min(end).max(earliest);
     }
-    let marker = std::fs::read(dir.join(crate::format::CLEAN_SHUTDOWN_FILE)).ok();
+    let marker = std::fs::read(dir.join(format::CLEAN_SHUTDOWN_FILE)).ok();
     let closed_cleanly = marker.and_then(|b| CleanShutdown::decode(&b).ok()).is_some_and(|m| m.next_offset == latest);
     let offset_for_time = match time_ms {
         Some(ms) => Some(log.offset_for_timestamp(ms)?.unwrap_or(latest).min(latest)),
         None => None,
     };
-    let compacted = dir.join(crate::format::CLEANER_CHECKPOINT_FILE).exists();
+    let compacted = dir.join(format::CLEANER_CHECKPOINT_FILE).exists();
     Ok(Offsets {
         earliest,
         latest,
         durable: if closed_cleanly { latest } else { recovery_point.unwrap_or(0).min(latest) },
-        live: crate::inspect::held_by_a_writer(dir),
+        live: inspect::held_by_a_writer(dir),
         recovery_point,
         closed_cleanly,
         records: latest - earliest,
@@ -155,19 +158,16 @@ pub fn offsets(dir: &Path, time_ms: Option<i64>) -> Result<Offsets, ToolError> {
 pub fn produce_segment_bytes(dir: &Path) -> Result<u64, ToolError> {
     let default = LogConfig::default().segment_bytes;
     let files = match dir_state(dir)? {
-        DirState::Log => crate::log::open::files::list_segments(dir)?,
+        DirState::Log => internals::segment_files(dir)?,
         _ => Vec::new(),
     };
     let largest = files.iter().map(|f| f.len).max().unwrap_or(0);
     let untrimmed = match files.last() {
-        Some(last) if last.len > 0 => {
-            let path = crate::log::segment::SegmentPaths::new(dir, last.base).log;
-            !crate::inspect::ends_in_data(&path, last.len)?
-        }
+        Some(last) if last.len > 0 => !inspect::ends_in_data(&last.path, last.len)?,
         _ => false,
     };
     if files.len() > 1 || untrimmed {
-        return Ok(largest.clamp(crate::format::MIN_SEGMENT_BYTES, crate::format::MAX_SEGMENT_BYTES));
+        return Ok(largest.clamp(MIN_SEGMENT_BYTES, MAX_SEGMENT_BYTES));
     }
     let probe = if dir.exists() { dir } else { dir.parent().filter(|p| p.exists()).unwrap_or(Path::new(".")) };
     let available = rustix::fs::statvfs(probe).map(|s| s.f_bavail.saturating_mul(s.f_frsize)).unwrap_or(u64::MAX);
@@ -175,7 +175,7 @@ pub fn produce_segment_bytes(dir: &Path) -> Result<u64, ToolError> {
         return Ok(default);
     }
     // Half the free space (a segment is preallocated whole), never less than the data there is.
-    let fits = (available / 2 / 4096 * 4096).max(largest).clamp(crate::format::MIN_SEGMENT_BYTES, default);
+    let fits = (available / 2 / 4096 * 4096).max(largest).clamp(MIN_SEGMENT_BYTES, default);
     tracing::info!(
         segment_bytes = fits,
         available,
@@ -193,10 +193,10 @@ pub fn remove_new_log(dir: &Path, was: DirState) {
     }
     // Only under the directory's lock: another process may have created a log there meanwhile
     // (two producers starting at once), and its files are not ours to remove.
-    let Ok(_lock) = crate::storage::lock_dir(dir) else { return };
-    use crate::format::{CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, CLEANER_CHECKPOINT_FILE, LOCK_FILE, TMP_SUFFIX};
-    for name in crate::log::open::files::dir_names(dir).unwrap_or_default() {
-        let ours = crate::format::parse_file_name(&name).is_some()
+    let Ok(_lock) = internals::lock_dir(dir) else { return };
+    use format::{CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, CLEANER_CHECKPOINT_FILE, LOCK_FILE, TMP_SUFFIX};
+    for name in internals::file_names(dir).unwrap_or_default() {
+        let ours = format::parse_file_name(&name).is_some()
             || [CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, CLEANER_CHECKPOINT_FILE, LOCK_FILE].contains(&name.as_str())
             || name.ends_with(TMP_SUFFIX);
         if ours {
@@ -238,7 +238,7 @@ fn admin(
     op: impl FnOnce(&Log) -> Result<Option<CompactionReport>, Error>,
 ) -> Result<AdminReport, ToolError> {
     require_log(dir)?;
-    let log = crate::inspect::open_or_undo(dir, admin_config(dir)?)?;
+    let log = inspect::open_or_undo(dir, admin_config(dir)?)?;
     let (start_before, next_before, segments_before) = (log.start_offset(), log.next_offset(), log.segment_count());
     let compaction = op(&log)?;
     let (start_after, next_after, segments_after) = (log.start_offset(), log.next_offset(), log.segment_count());
@@ -259,8 +259,8 @@ fn admin(
 /// (reopening re-extends the active segment, and an admin command should need no new disk space),
 /// deletions unlinked at once.
 fn admin_config(dir: &Path) -> Result<LogConfig, ToolError> {
-    let largest = crate::log::open::files::list_segments(dir)?.iter().map(|f| f.len).max().unwrap_or(0);
-    let segment_bytes = largest.clamp(crate::format::MIN_SEGMENT_BYTES, LogConfig::default().segment_bytes);
+    let largest = internals::segment_files(dir)?.iter().map(|f| f.len).max().unwrap_or(0);
+    let segment_bytes = largest.clamp(MIN_SEGMENT_BYTES, LogConfig::default().segment_bytes);
     Ok(LogConfig { segment_bytes, file_delete_delay_ms: 0, ..LogConfig::default() })
 }
 

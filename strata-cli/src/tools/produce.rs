@@ -11,9 +11,9 @@ use serde::Serialize;
 
 use super::ToolError;
 use super::text::{human_bytes, parse_record_time_ms};
-use crate::error::Error;
-use crate::format::BATCH_HEADER_LEN;
-use crate::log::{Header, Log, Record};
+use strata_log::internals::format::{BATCH_HEADER_LEN, MAX_BATCH_LEN};
+use strata_log::internals::max_record_len;
+use strata_log::{Error, Header, Log, Record};
 
 /// How records are cut out of the input.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,7 +92,7 @@ impl Default for ProduceOptions {
             headers: Vec::new(),
             empty_as_null: false,
             require_utf8: false,
-            max_batch_bytes: crate::LogConfig::default().max_batch_bytes,
+            max_batch_bytes: strata_log::LogConfig::default().max_batch_bytes,
         }
     }
 }
@@ -268,7 +268,7 @@ fn parse(line: u64, mut bytes: Vec<u8>, options: &ProduceOptions, unit: &str) ->
         options.headers.iter().map(|(k, v)| Header { key: k.as_str(), value: v.as_deref() }).collect();
     let record = Record { key: key.as_deref(), value: value.as_deref(), headers: &headers, timestamp_ms };
     // The largest varints a timestamp delta and an offset delta can take: an upper bound.
-    let size = crate::log::batch::record_len(&record, i64::MIN, 1_000_000) as u64;
+    let size = max_record_len(&record) as u64;
     if size + BATCH_HEADER_LEN as u64 > options.max_batch_bytes {
         return Err(ToolError::Input(format!(
             "{unit} {line}: a record of {} is larger than a batch may be (max_batch_bytes {})",
@@ -378,7 +378,7 @@ fn read_length_prefixed(input: &mut impl Read, line: u64) -> Result<Option<Vec<u
         return Err(ToolError::Input(format!("record {line}: the input ends inside its 4-byte length")));
     }
     let len = u32::from_be_bytes(prefix) as usize;
-    if len > crate::format::MAX_BATCH_LEN {
+    if len > MAX_BATCH_LEN {
         return Err(ToolError::Input(format!("record {line}: length {len} is larger than any batch may be")));
     }
     let mut bytes = vec![0; len];

@@ -7,9 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{BenchOptions, BenchResult, result};
-use crate::config::LogConfig;
-use crate::error::Result;
-use crate::log::{Log, Record};
+use strata_log::{Log, LogConfig, Record, Result};
 
 type Progress<'a> = &'a mut dyn FnMut(&str, u64, u64);
 

@@ -39,7 +39,7 @@ fn verify_beside_a_rolling_writer_with_retention_reports_no_errors() {
     };
     let rounds: u32 = std::env::var("STRATA_VERIFY_LIVE_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(15);
     for round in 0..rounds {
-        let report = strata_log::inspect::verify(dir.path(), &config).unwrap();
+        let report = strata_log::internals::inspect::verify(dir.path(), &config).unwrap();
         let errors: Vec<_> = report.errors().collect();
         assert!(errors.is_empty(), "round {round}: {errors:#?}");
     }

@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use strata_log::bench::{self, BenchOptions, BenchResult};
-use strata_log::inspect::{self, DumpOptions, RecoverOptions};
-use strata_log::tools::{
+use strata_cli::bench::{self, BenchOptions, BenchResult};
+use strata_cli::tools::{
     self, ConsumeOptions, DirState, Framing, Output, ProduceOptions, Start, Template, ToolError, render,
 };
+use strata_log::internals::inspect::{self, DumpOptions, RecoverOptions};
 use strata_log::{Corruption, Error, FlushPolicy, LogConfig};
 
 /// A line on stderr. A closed stderr (`strata … 2>&1 | head -1`) is not worth a panic: the line is
@@ -478,7 +478,7 @@ fn produce(args: ProduceArgs, out: &mut dyn Write) -> Result<ExitCode, ToolError
     tools::require_log_or_new(&args.dir)?;
     // The log opens once the first record is ready: say at once that a writer holds it.
     if inspect::held_by_a_writer(&args.dir) == Some(true) {
-        return Err(Error::Locked { path: args.dir.join(strata_log::format::LOCK_FILE) }.into());
+        return Err(Error::Locked { path: args.dir.join(strata_log::internals::format::LOCK_FILE) }.into());
     }
     let was = tools::dir_state(&args.dir)?;
     let segment_bytes = match args.segment_bytes {

@@ -8,10 +8,10 @@
 
 #[path = "common/cli.rs"]
 mod cli;
-mod common;
 
 use cli::strata;
-use strata_log::{Checkpoint, Log, LogConfig, Record};
+use strata_log::internals::Checkpoint;
+use strata_log::{Log, LogConfig, Record};
 
 #[test]
 fn a_last_time_index_ahead_of_the_data_is_not_corruption() {

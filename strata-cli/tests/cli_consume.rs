@@ -181,7 +181,7 @@ fn follow_stops_on_ctrl_c_with_130() {
 #[test]
 fn damage_below_the_recovery_point_is_reported_after_the_records_before_it() {
     let dir = tempfile::tempdir().unwrap();
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/bad_crc_mid_segment");
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/bad_crc_mid_segment");
     common::copy_dir(&fixture, dir.path());
     let out = strata().args(["-q", "consume"]).arg(dir.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", cli::stderr(&out));
@@ -198,7 +198,7 @@ fn damage_below_the_recovery_point_is_reported_after_the_records_before_it() {
 #[test]
 fn to_stops_before_its_bound_without_reading_it() {
     let dir = tempfile::tempdir().unwrap();
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/bad_crc_mid_segment");
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/bad_crc_mid_segment");
     common::copy_dir(&fixture, dir.path());
     let out = strata().args(["consume", "--from", "88", "--to", "90"]).arg(dir.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", cli::stderr(&out));

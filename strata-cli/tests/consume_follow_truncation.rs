@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use strata_log::tools::{ConsumeOptions, consume};
+use strata_cli::tools::{ConsumeOptions, consume};
 use strata_log::{Log, LogConfig, Record};
 
 #[test]

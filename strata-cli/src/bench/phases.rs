@@ -9,10 +9,8 @@ use std::time::{Duration, Instant};
 
 use super::maintenance::{self, Background};
 use super::{BenchOptions, BenchResult, fsync_regime, result, size_name, sync_all};
-use crate::config::{FlushPolicy, LogConfig, ReadPath};
-use crate::error::{Error, Result};
-use crate::log::{Log, Record};
-use crate::producer::{Producer, ProducerConfig};
+use strata_log::internals::io_error;
+use strata_log::{Error, FlushPolicy, Log, LogConfig, Producer, ProducerConfig, ReadPath, Record, Result};
 
 type Progress<'a> = &'a mut dyn FnMut(&str, u64, u64);
 
@@ -66,14 +64,14 @@ fn raw_write(
     progress: Progress<'_>,
 ) -> Result<BenchResult> {
     let path = dir.join("raw_write");
-    let mut file = File::create(&path).map_err(Error::io("create", &path))?;
+    let mut file = File::create(&path).map_err(io_error("create", &path))?;
     let chunk = raw_chunk(options, size);
     let calls = records.div_ceil(options.batch as u64);
     let mut latencies = Vec::with_capacity(calls as usize);
     let started = Instant::now();
     for call in 0..calls {
         let t = Instant::now();
-        file.write_all(&chunk).map_err(Error::io("write", &path))?;
+        file.write_all(&chunk).map_err(io_error("write", &path))?;
         latencies.push(t.elapsed());
         if call % 256 == 0 {
             progress("raw_write", call, calls);
@@ -81,7 +79,7 @@ fn raw_write(
     }
     let elapsed = started.elapsed();
     drop(file);
-    std::fs::remove_file(&path).map_err(Error::io("unlink", &path))?;
+    std::fs::remove_file(&path).map_err(io_error("unlink", &path))?;
     let batch = options.batch as u64;
     Ok(result("raw_write", calls * batch, calls * batch * size as u64, elapsed, latencies))
 }
@@ -89,20 +87,20 @@ fn raw_write(
 /// The durable baseline: `write(2)` of a batch-sized chunk then `fdatasync`, per batch.
 fn raw_write_fdatasync(dir: &Path, options: &BenchOptions, size: usize, progress: Progress<'_>) -> Result<BenchResult> {
     let path = dir.join("raw_write_fdatasync");
-    let mut file = File::create(&path).map_err(Error::io("create", &path))?;
+    let mut file = File::create(&path).map_err(io_error("create", &path))?;
     let chunk = raw_chunk(options, size);
     let deadline = Instant::now() + Duration::from_secs_f64(options.durable_seconds);
     let mut latencies = Vec::new();
     let started = Instant::now();
     while (latencies.len() as u64) < options.durable_ops.div_ceil(4) && Instant::now() < deadline {
         let t = Instant::now();
-        file.write_all(&chunk).map_err(Error::io("write", &path))?;
-        file.sync_data().map_err(Error::io("fdatasync", &path))?;
+        file.write_all(&chunk).map_err(io_error("write", &path))?;
+        file.sync_data().map_err(io_error("fdatasync", &path))?;
         latencies.push(t.elapsed());
         progress("raw_write_fdatasync", latencies.len() as u64, options.durable_ops.div_ceil(4));
     }
     let elapsed = started.elapsed();
-    std::fs::remove_file(&path).map_err(Error::io("unlink", &path))?;
+    std::fs::remove_file(&path).map_err(io_error("unlink", &path))?;
     let ops = latencies.len() as u64;
     let mut sorted = latencies.clone();
     sorted.sort_unstable();
@@ -274,7 +272,11 @@ fn producer(dir: &Path, options: &BenchOptions, progress: Progress<'_>) -> Resul
 /// An unclean open of the large-record log: every batch validated from the first segment.
 fn recovery_scan(dir: &Path, options: &BenchOptions, progress: Progress<'_>) -> Result<BenchResult> {
     for name in [".clean-shutdown", "checkpoint"] {
-        crate::storage::remove_if_exists(&dir.join(name))?;
+        let path = dir.join(name);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_error("unlink", path)(e)),
+            _ => {}
+        }
     }
     let config = LogConfig { segment_bytes: SEGMENT_BYTES, flush_policy: options.flush_policy, ..LogConfig::default() };
     let started = Instant::now();

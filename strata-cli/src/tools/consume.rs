@@ -12,8 +12,8 @@ use serde::Serialize;
 
 use super::ToolError;
 use super::text::{iso_ms, unescape};
-use crate::config::LogConfig;
-use crate::log::{Log, RecordView};
+use strata_log::internals::inspect;
+use strata_log::{Log, LogConfig, RecordView};
 
 /// Where consumption starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,7 +220,7 @@ pub fn consume(
     let mut end = options.end.unwrap_or(u64::MAX);
     // An empty stray `.log` last (DESIGN.md §4) is not where the log ends: a read-only view takes
     // its base for the end and would blame the healthy segment before it. Stop where the data does.
-    if let (foreign, Some(real_end)) = crate::inspect::empty_foreign_files(dir)? {
+    if let (foreign, Some(real_end)) = inspect::empty_foreign_files(dir)? {
         let files: Vec<String> = foreign.iter().map(|f| f.display().to_string()).collect();
         tracing::warn!(files = %files.join(", "), end = real_end, "foreign segment file left out; `strata verify` names it");
         end = end.min(real_end);

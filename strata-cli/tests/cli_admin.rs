@@ -135,7 +135,7 @@ fn recover_tells_what_it_did_and_dry_run_changes_nothing() {
     let data = std::fs::read(dir.path().join(&last)).unwrap();
     let end = data.iter().rposition(|&b| b != 0).unwrap() + 1;
     let checkpoint = std::fs::read(dir.path().join("checkpoint")).unwrap();
-    let mut lowered = strata_log::Checkpoint::decode(&checkpoint).unwrap();
+    let mut lowered = strata_log::internals::Checkpoint::decode(&checkpoint).unwrap();
     lowered.recovery_point = 59;
     std::fs::write(dir.path().join("checkpoint"), lowered.encode_file(1)).unwrap();
     std::fs::write(dir.path().join(&last), &data[..end - 3]).unwrap();

@@ -8,7 +8,7 @@ use std::path::Path;
 use super::text::{human_bytes, iso_ms};
 use super::{AdminReport, Offsets, ProduceSummary};
 use crate::bench::BenchResult;
-use crate::inspect::{BatchInfo, Dump, Finding, IndexSanity, RecoverOutcome, Severity, VerifyReport};
+use strata_log::internals::inspect::{BatchInfo, Dump, Finding, IndexSanity, RecoverOutcome, Severity, VerifyReport};
 
 /// `produce`'s closing summary.
 pub fn produce_summary(out: &mut dyn Write, s: &ProduceSummary) -> io::Result<()> {

@@ -63,7 +63,7 @@ fn recover_force_cuts_damage_in_an_old_sealed_segment() {
 #[test]
 fn recover_rebuilds_a_corrupt_sealed_index() {
     let dir = tempfile::tempdir().unwrap();
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/corrupt_index");
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/corrupt_index");
     common::copy_dir(&fixture, dir.path());
     strata().arg("verify").arg(dir.path()).assert().code(1);
     strata().arg("recover").arg(dir.path()).assert().success();
@@ -94,7 +94,7 @@ fn a_crash_during_recover_force_never_deletes_what_it_keeps() {
         let work = tempfile::tempdir().unwrap();
         common::copy_dir(dir.path(), work.path());
         let out = strata().args(["recover", "--force"]).arg(work.path()).env("FAILPOINTS", crash).output().unwrap();
-        assert_eq!(out.status.code(), Some(strata_log::failpoint::CRASH_EXIT_CODE), "{crash}");
+        assert_eq!(out.status.code(), Some(strata_log::internals::CRASH_EXIT_CODE), "{crash}");
         // Whatever a later recovery does (refuse, or finish the cut), no record after the damage
         // is deleted: each later segment is still a `.log` or kept as `.removed`.
         let _ = strata().arg("recover").arg(work.path()).output().unwrap();

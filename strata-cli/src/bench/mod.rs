@@ -11,9 +11,9 @@ mod phases;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::config::{FlushPolicy, LogConfig};
-use crate::error::{Error, Result};
-use crate::format::BATCH_HEADER_LEN;
+use strata_log::internals::format::BATCH_HEADER_LEN;
+use strata_log::internals::io_error;
+use strata_log::{Error, FlushPolicy, LogConfig, Result};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -228,7 +228,7 @@ pub fn run(options: &BenchOptions, progress: &mut dyn FnMut(&str, u64, u64)) -> 
         let dir = tempfile::Builder::new()
             .prefix("strata-bench-")
             .tempdir_in(&parent)
-            .map_err(Error::io("create", &parent))?;
+            .map_err(io_error("create", &parent))?;
         let results = phases::run_all(dir.path(), options, progress)?;
         for (i, result) in results.into_iter().enumerate() {
             if runs.len() <= i {
