@@ -120,17 +120,6 @@ pub enum Error {
         /// What lowers the need, e.g. "lower segment_bytes (strata: --segment-bytes) or free space".
         advice: &'static str,
     },
-    /// A producer pool could not lend a buffer before the deadline.
-    #[error("no buffer of {requested} bytes became available within {waited:?}")]
-    BufferExhausted {
-        /// Bytes asked for.
-        requested: usize,
-        /// How long the caller waited.
-        waited: std::time::Duration,
-    },
-    /// A record sent through a `Producer` was not appended; the cause is shared by its whole batch.
-    #[error("send failed: {0}")]
-    SendFailed(#[source] std::sync::Arc<Error>),
     /// Readers kept the segment a truncation must change busy past `truncate_wait_ms`; nothing
     /// was changed.
     #[error("readers kept the log busy for {waited:?}; nothing was truncated")]

@@ -28,5 +28,7 @@ pub use events::{EventHandle, EventManager, EventMetrics};
 pub use histogram::LatencySummary;
 pub use log::{AppendInfo, CompactionReport, Header, Log, LogMetrics, LogReader, Record, RecordView, RecoveryReport};
 pub use log::{BatchBuffer, BatchBuilder, BatchView, Batches};
-pub use producer::{BufferPool, BufferPoolMetrics, PooledBuffer, Producer, ProducerConfig, SendHandle};
+pub use producer::{
+    BufferPool, BufferPoolMetrics, PooledBuffer, Producer, ProducerConfig, ProducerError, ProducerResult, SendHandle,
+};
 pub use records::Records;

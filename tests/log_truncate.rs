@@ -200,7 +200,7 @@ fn a_tailing_reader_waiting_past_the_cut_is_told() {
     for attempt in 0..8u64 {
         let next = log.next_offset();
         std::thread::scope(|s| {
-            let waiter = s.spawn(|| log.wait_for(next + 5, Duration::from_secs(30)));
+            let waiter = s.spawn(|| log.wait_visible(next + 5, Duration::from_secs(30)));
             std::thread::sleep(Duration::from_millis(20 << attempt.min(4)));
             log.truncate_to(next - 10).unwrap();
             append_values_replaced(&log, next - 10, next + 10);

@@ -102,7 +102,7 @@ fn wait_for_wakes_a_tailing_consumer_and_times_out() {
     let consumer = {
         let log = Arc::clone(&log);
         std::thread::spawn(move || {
-            log.wait_for(4, Duration::from_secs(30)).unwrap();
+            log.wait_visible(4, Duration::from_secs(30)).unwrap();
             log.read(4, 100).unwrap().next().unwrap().unwrap().value().unwrap().to_vec()
         })
     };
@@ -112,6 +112,6 @@ fn wait_for_wakes_a_tailing_consumer_and_times_out() {
     }
     assert_eq!(consumer.join().unwrap(), [4]);
     let started = Instant::now();
-    assert!(matches!(log.wait_for(100, Duration::from_millis(30)), Err(Error::Timeout { .. })));
+    assert!(matches!(log.wait_visible(100, Duration::from_millis(30)), Err(Error::Timeout { .. })));
     assert!(started.elapsed() >= Duration::from_millis(30));
 }

@@ -1,7 +1,7 @@
 //! Stress: every public operation of one `Log` at once, against an exact model.
 //!
 //! Two appenders (keyed and unkeyed records, so compaction has work), two readers at random
-//! offsets, a tailer following the end with `wait_for`, a mutator (`truncate_to`, `reset_at`,
+//! offsets, a tailer following the end with `wait_visible`, a mutator (`truncate_to`, `reset_at`,
 //! `delete_records_before`, `enforce_retention`), a `compact()` loop and a `flush()` loop (with
 //! `metrics`, `offset_for_timestamp`, `wait_durable`) run together in phases; between phases every
 //! thread stops, the log is checked against the model, then closed and reopened — cleanly, or
@@ -489,7 +489,7 @@ fn tailer(ctx: &Ctx, log: &Log, thread: usize, mut rng: StdRng) {
     while !ctx.stopped() {
         ctx.beat(thread);
         let before = Before::take(ctx, log);
-        match log.wait_for(position, Duration::from_millis(200)) {
+        match log.wait_visible(position, Duration::from_millis(200)) {
             Ok(()) => {
                 let max = [1usize, 512, 1 << 16][rng.random_range(0..3)];
                 match checked_read(ctx, "tailer", log, position, max, &mut rng) {
@@ -502,7 +502,7 @@ fn tailer(ctx: &Ctx, log: &Log, thread: usize, mut rng: StdRng) {
                     ctx.fail(
                         "tailer",
                         format!(
-                            "wait_for({position}) timed out although the visible end was {} before the call",
+                            "wait_visible({position}) timed out although the visible end was {} before the call",
                             before.visible
                         ),
                     );
@@ -519,7 +519,7 @@ fn tailer(ctx: &Ctx, log: &Log, thread: usize, mut rng: StdRng) {
                 position = log.visible_end();
             }
             Err(error) => {
-                ctx.fail("tailer", format!("wait_for({position}): false error {error:?}"));
+                ctx.fail("tailer", format!("wait_visible({position}): false error {error:?}"));
                 return;
             }
         }

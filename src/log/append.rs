@@ -25,9 +25,13 @@ pub struct AppendInfo {
     pub max_timestamp_ms: i64,
     /// The log's clock when the batch was appended (the timestamp of append-time records).
     pub append_time_ms: i64,
-    /// Truncations the log had made when the batch was stored: [`Log::wait_batch_durable`](crate::Log::wait_batch_durable) uses
-    /// it to report a truncation that removed the batch before the wait began.
-    pub truncation_epoch: u64,
+    /// Truncations the log had made when the batch was stored: [`Log::wait_batch_durable`] and
+    /// [`Log::on_durable`] use it to report a truncation that removed the batch before the wait or
+    /// the registration began. Not public: it means nothing outside the log that made it.
+    ///
+    /// [`Log::wait_batch_durable`]: crate::Log::wait_batch_durable
+    /// [`Log::on_durable`]: crate::Log::on_durable
+    pub(crate) truncation_epoch: u64,
 }
 
 /// What storing a batch did besides storing it.

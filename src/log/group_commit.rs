@@ -38,6 +38,9 @@ impl LogState {
                 continue;
             }
             if let Some(round) = self.lead_round() {
+                // This thread finished the round and holds no lock: it runs the callbacks the
+                // round decided (`callbacks.rs`).
+                self.run_callbacks();
                 round?;
                 continue;
             }

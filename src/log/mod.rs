@@ -21,7 +21,11 @@
 //! 9. the directory fsync (`Durability::sync_dir_if_dirty`).
 //! 10. leaves, which take nothing else: the rolled list, the truncation cuts, the syncer's state
 //!     (`Durability::sync`, which with its condition variables wakes waiters), a read-only view's
-//!     live tail, the directory-lock slot, the event thread's queue, the cleaner's sleep.
+//!     live tail, the directory-lock slot, the event thread's queue, the cleaner's sleep, the
+//!     durability callbacks' queue (which reads the cuts).
+//!
+//! Durability callbacks run holding none of these (only their own run lock, `callbacks.rs`):
+//! they are run where the thread holds no lock of the log, so a callback may call the log.
 //!
 //! **Readers** take none of these while they read, only a segment's read lock (8) around each
 //! copy. When a lookup finds a segment retired, or data ending early, it takes the append lock (2)
@@ -31,6 +35,7 @@
 mod append;
 mod appender;
 pub(crate) mod batch;
+mod callbacks;
 mod checkpoint;
 mod checkpoint_writer;
 mod cleaner;
@@ -80,7 +85,7 @@ use crate::error::{Error, Result};
 use crate::events::EventManager;
 use crate::failpoint::crash_point;
 use crate::storage;
-use state::{Initial, LogState};
+use state::LogState;
 
 /// A durable, segmented, append-only log of records in one directory.
 ///
@@ -138,7 +143,7 @@ impl Log {
             "log opened"
         );
         let events = EventManager::start("strata-events")?;
-        let shared = Arc::new(LogState::new(dir, config, initial(loaded), Some(lock), Some(events.handle()))?);
+        let shared = Arc::new(LogState::new(dir, config, loaded, Some(lock), Some(events.handle()))?);
         let cleaned_up_to = cleaner::checkpoint::read(&shared.dir)?.min(shared.offsets.next());
         shared.cleaner.cleaned_up_to.store(cleaned_up_to, std::sync::atomic::Ordering::Release);
         let threads = start_threads(&shared)?;
@@ -157,7 +162,7 @@ impl Log {
         storage::require_dir(&dir)?;
         let loaded = open::load_read_only(&dir, &config)?;
         let config = LogConfig { flush_policy: FlushPolicy::Never, ..config };
-        let shared = Arc::new(LogState::new(dir, config, initial(loaded), None, None)?);
+        let shared = Arc::new(LogState::new(dir, config, loaded, None, None)?);
         Ok(Log { shared, threads: Vec::new(), events: None })
     }
 
@@ -223,7 +228,7 @@ impl Log {
     /// is unknown until the log is reopened; an error before (bad input, a failed roll, a full
     /// disk) leaves the log usable.
     pub fn append(&self, records: &[Record<'_>]) -> Result<AppendInfo> {
-        let stored = self.shared.append_records(records)?;
+        let stored = self.settle(self.shared.append_records(records))?;
         self.after_store(stored)
     }
 
@@ -232,7 +237,7 @@ impl Log {
     /// message store's queue offsets) appends under it and waits after releasing it, so concurrent
     /// callers still share one fsync.
     pub fn append_nowait(&self, records: &[Record<'_>]) -> Result<AppendInfo> {
-        let stored = self.shared.append_records(records)?;
+        let stored = self.settle(self.shared.append_records(records))?;
         Ok(self.after_store_nowait(stored))
     }
 
@@ -242,13 +247,13 @@ impl Log {
     /// within `max_timestamp_skew_ms` of the log's clock. The log assigns its base offset; the CRC
     /// does not cover it, so nothing is re-hashed.
     pub fn append_batch(&self, batch: &[u8]) -> Result<AppendInfo> {
-        let stored = self.shared.append_encoded(batch)?;
+        let stored = self.settle(self.shared.append_encoded(batch))?;
         self.after_store(stored)
     }
 
     /// [`Log::append_batch`] without waiting for durability, like [`Log::append_nowait`].
     pub fn append_batch_nowait(&self, batch: &[u8]) -> Result<AppendInfo> {
-        let stored = self.shared.append_encoded(batch)?;
+        let stored = self.settle(self.shared.append_encoded(batch))?;
         Ok(self.after_store_nowait(stored))
     }
 
@@ -314,10 +319,51 @@ impl Log {
         self.shared.wait_durable(info.last_offset, Some(timeout), info.truncation_epoch)
     }
 
+    /// Calls `callback` once the batch `info` describes (from [`Log::append_nowait`] or
+    /// [`Log::append_batch_nowait`]) is durable, with `Ok(())`, or with the error that stopped it:
+    /// `Error::Truncated` if a truncation removed it (at any time after it was stored),
+    /// `Error::Poisoned`, `Error::Closed` if the log closed first, `Error::ReadOnly` on a
+    /// read-only log. Called exactly once, without blocking the caller: durability without a
+    /// waiting thread, as openraft asks of its log storage.
+    ///
+    /// Callbacks run in offset order on the thread that finished the sync round covering them (the
+    /// syncer, a `flush`, or an appender that led the round), or on this thread if the batch's fate
+    /// is already decided. They must not block: hand the result to a channel or a task. They may
+    /// call the log (even register another callback); a panic in one is logged and the others
+    /// still run. Registering asks for a sync round under every flush policy (`Never` too); under
+    /// `EveryInterval` the round comes when the policy calls for one.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::sync::mpsc;
+    /// use strata_log::{FlushPolicy, Log, LogConfig, Record};
+    /// let dir = tempfile::tempdir()?;
+    /// let log = Log::open(dir.path(), LogConfig { flush_policy: FlushPolicy::Never, ..LogConfig::default() })?;
+    /// let (done, flushed) = mpsc::channel();
+    /// let info = log.append_nowait(&[Record::new(b"entry")])?;
+    /// log.on_durable(&info, move |result| done.send(result).expect("receiver alive"));
+    /// flushed.recv()??; // the syncer ran a round for it
+    /// assert!(log.durable_offset() > info.last_offset);
+    /// # Ok(()) }
+    /// ```
+    pub fn on_durable(&self, info: &AppendInfo, callback: impl FnOnce(Result<()>) + Send + 'static) {
+        if self.shared.is_read_only() {
+            return callback(Err(Error::ReadOnly));
+        }
+        let shared = &self.shared;
+        shared.callbacks.register(info.last_offset, info.truncation_epoch, Box::new(callback));
+        // Decided already (durable, or cut by a truncation): runs here. Else the round asked for
+        // runs it.
+        shared.run_callbacks();
+        if shared.offsets.durable() <= info.last_offset {
+            shared.durability.request_sync();
+        }
+    }
+
     /// Waits, without polling, until `offset` is visible to readers (for a consumer tailing the
     /// log), up to `timeout` (`Error::Timeout`). Returns `Error::Poisoned` or `Error::Closed`
     /// instead of hanging.
-    pub fn wait_for(&self, offset: u64, timeout: Duration) -> Result<()> {
+    pub fn wait_visible(&self, offset: u64, timeout: Duration) -> Result<()> {
         self.shared.wait_visible(offset, Some(timeout))
     }
 
@@ -327,8 +373,9 @@ impl Log {
     /// reported at the next open, never cut as a torn tail.
     pub fn flush(&self) -> Result<()> {
         self.shared.check_writable()?;
-        self.shared.run_round()?;
-        self.shared.write_checkpoint()
+        let round = self.settle(self.shared.run_round());
+        round?;
+        self.settle(self.shared.write_checkpoint())
     }
 
     /// Reads records from `offset` on: whole batches, at most `max_bytes` of them, except that at
@@ -455,7 +502,7 @@ impl Log {
     /// # Ok(()) }
     /// ```
     pub fn truncate_to(&self, offset: u64) -> Result<u64> {
-        self.shared.truncate_to(offset)
+        self.settle(self.shared.truncate_to(offset))
     }
 
     /// Drops every record and restarts the log, empty, at `offset` (any offset, also past the end:
@@ -474,7 +521,7 @@ impl Log {
     /// # Ok(()) }
     /// ```
     pub fn reset_at(&self, offset: u64) -> Result<()> {
-        self.shared.reset_at(offset)
+        self.settle(self.shared.reset_at(offset))
     }
 
     /// Moves the log start offset to `offset` (at most the next offset) and returns the new start:
@@ -496,7 +543,7 @@ impl Log {
     /// # Ok(()) }
     /// ```
     pub fn delete_records_before(&self, offset: u64) -> Result<u64> {
-        self.shared.delete_records_before(offset)
+        self.settle(self.shared.delete_records_before(offset))
     }
 
     /// Applies `retention_bytes` and `retention_ms` now (the log does so itself every
@@ -505,7 +552,7 @@ impl Log {
     /// segments were deleted.
     pub fn enforce_retention(&self) -> Result<u64> {
         self.shared.check_writable()?;
-        self.shared.enforce_retention()
+        self.settle(self.shared.enforce_retention())
     }
 
     /// Checks the indexes of every sealed segment now (lazily done at each segment's first read)
@@ -542,7 +589,14 @@ impl Log {
     /// # Ok(()) }
     /// ```
     pub fn compact(&self) -> Result<Option<CompactionReport>> {
-        self.shared.compact(true)
+        self.settle(self.shared.compact(true))
+    }
+
+    /// Runs the durability callbacks an operation decided (a truncation cut their batches, a
+    /// failure poisoned the log), now that it holds no lock, and passes its result on.
+    fn settle<T>(&self, result: Result<T>) -> Result<T> {
+        self.shared.run_callbacks();
+        result
     }
 
     /// Closes the log cleanly: stops the background threads, makes everything durable, seals the
@@ -552,7 +606,16 @@ impl Log {
         self.shutdown()
     }
 
+    /// Closes (see [`Log::close`]), then ends every durability callback still pending: what the
+    /// final round made durable gets `Ok`, the rest `Error::Closed` (or `Error::Poisoned`).
     fn shutdown(&mut self) -> Result<()> {
+        let closed = self.close_files();
+        self.shared.callbacks.close();
+        self.shared.run_callbacks();
+        closed
+    }
+
+    fn close_files(&mut self) -> Result<()> {
         self.stop_threads();
         let shared = &self.shared;
         if shared.durability.mark_closed() || shared.is_read_only() {
@@ -624,17 +687,6 @@ impl std::fmt::Debug for Log {
     }
 }
 
-fn initial(loaded: open::loaded::Loaded) -> Initial {
-    Initial {
-        segments: loaded.segments,
-        next_offset: loaded.next_offset,
-        log_start_offset: loaded.log_start_offset,
-        report: loaded.report,
-        live_tail: loaded.live_tail,
-        checkpoint_stale: loaded.checkpoint_stale,
-    }
-}
-
 /// Starts the syncer thread.
 fn start_threads(shared: &Arc<LogState>) -> Result<Vec<JoinHandle<()>>> {
     let syncer_shared = Arc::clone(shared);
@@ -672,6 +724,7 @@ fn every(shared: &Arc<LogState>, period: Duration, name: &'static str, work: fn(
     let scheduled = events.put_after(period, name, move || {
         let Some(shared) = weak.upgrade() else { return Ok(()) };
         let result = work(&shared);
+        shared.run_callbacks();
         every(&shared, period, name, work);
         result
     });

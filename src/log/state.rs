@@ -24,13 +24,14 @@ use crate::config::{FlushPolicy, LogConfig};
 use crate::error::{Error, Result};
 use crate::events::EventHandle;
 use crate::log::appender::Appender;
+use crate::log::callbacks::Callbacks;
 use crate::log::checkpoint::Checkpoint;
 use crate::log::checkpoint_writer::{CheckpointWriter, Parts};
 use crate::log::cleaner::control::CleanerState;
 use crate::log::durability::Durability;
 use crate::log::metrics::{Counters, LogMetrics};
 use crate::log::offsets::Offsets;
-use crate::log::open::loaded::LiveTail;
+use crate::log::open::loaded::{LiveTail, Loaded};
 use crate::log::open::report::RecoveryReport;
 use crate::log::prealloc::Preallocator;
 use crate::log::segment::LogSegment;
@@ -46,6 +47,8 @@ pub(crate) struct LogState {
     pub(super) checkpoint: CheckpointWriter,
     pub(super) appender: Mutex<Appender>,
     pub(super) cleaner: CleanerState,
+    /// Durability callbacks waiting for their batch (`Log::on_durable`).
+    pub(super) callbacks: Callbacks,
     pub(super) counters: Counters,
     pub(super) prealloc: Arc<Preallocator>,
     /// The log's background event thread (none for a read-only log).
@@ -60,22 +63,11 @@ pub(crate) struct LogState {
     lock: Mutex<Option<File>>,
 }
 
-/// What a freshly loaded directory hands to [`LogState::new`].
-pub(crate) struct Initial {
-    pub segments: Vec<LogSegment>,
-    pub next_offset: u64,
-    pub log_start_offset: u64,
-    pub report: RecoveryReport,
-    pub live_tail: Option<LiveTail>,
-    /// The checkpoint on disk is older than the loaded state (the open could not write it).
-    pub checkpoint_stale: bool,
-}
-
 impl LogState {
     pub(crate) fn new(
         dir: PathBuf,
         config: LogConfig,
-        initial: Initial,
+        initial: Loaded,
         lock: Option<File>,
         events: Option<EventHandle>,
     ) -> Result<LogState> {
@@ -91,6 +83,7 @@ impl LogState {
             prealloc: Arc::new(Preallocator::new(&dir, &config, events.clone())),
             events,
             cleaner: CleanerState::default(),
+            callbacks: Callbacks::default(),
             offsets: Offsets::new(initial.log_start_offset, next),
             durability: Durability::new(dir.clone()),
             segments: Segments::new(segments),
@@ -187,6 +180,29 @@ impl LogState {
         } else {
             Ok(())
         }
+    }
+
+    /// Runs the durability callbacks whose fate is decided (`callbacks.rs`). Called where the
+    /// caller holds no lock of the log: after a sync round it led, after a truncation, at close,
+    /// after an operation that may have poisoned the log, and at registration.
+    pub(crate) fn run_callbacks(&self) {
+        if !self.callbacks.any() {
+            return;
+        }
+        self.callbacks.run(|epoch, last_offset| {
+            if self.durability.lowest_cut_since(epoch).is_some_and(|cut| last_offset >= cut) {
+                return Some(Err(Error::Truncated { next_offset: self.offsets.next() }));
+            }
+            if self.offsets.durable() > last_offset {
+                Some(Ok(()))
+            } else if self.durability.is_poisoned() {
+                Some(Err(Error::Poisoned))
+            } else if self.callbacks.is_closed() {
+                Some(Err(Error::Closed))
+            } else {
+                None
+            }
+        });
     }
 
     /// Publishes a stored batch ending at `next` to readers, unless they only see durable data.

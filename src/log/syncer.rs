@@ -24,7 +24,9 @@ pub(crate) fn run(shared: &LogState) {
         let Some(work) = next_work(shared) else { return };
         let mut checkpoint = work.checkpoint;
         if work.sync {
-            match shared.run_round() {
+            let round = shared.run_round();
+            shared.run_callbacks();
+            match round {
                 Ok(rolled) => checkpoint |= rolled,
                 Err(error) => {
                     // The log is poisoned (and its waiters woken): nothing more to do but wait for
@@ -38,6 +40,7 @@ pub(crate) fn run(shared: &LogState) {
         // A checkpoint that cannot be written (a full disk) is retried at the next roll or the
         // periodic checkpoint; `write_checkpoint` logged and counted it.
         if checkpoint && let Err(Error::Poisoned) = shared.write_checkpoint() {
+            shared.run_callbacks();
             wait_for_shutdown(shared);
             return;
         }

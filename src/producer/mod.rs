@@ -5,6 +5,7 @@
 //! up to `max_block_ms`.
 
 mod buffer_pool;
+mod error;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -14,13 +15,15 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 pub use buffer_pool::{BufferPool, BufferPoolMetrics, PooledBuffer};
+pub use error::{ProducerError, ProducerResult};
 
 use crate::clock::Clock;
 use crate::config::FlushPolicy;
-use crate::error::{Error, Result};
+use crate::error::Error;
 use crate::format::BATCH_HEADER_LEN;
 use crate::log::batch::{self, BatchBuilder, Record};
 use crate::log::{AppendInfo, Log};
+use crate::producer::error::ProducerResult as Result;
 
 /// How a [`Producer`] batches.
 #[derive(Debug, Clone)]
@@ -47,7 +50,7 @@ impl Default for ProducerConfig {
 /// ```
 /// use std::sync::Arc;
 /// use strata_log::{FlushPolicy, Log, LogConfig, Producer, ProducerConfig, Record};
-/// # fn main() -> strata_log::Result<()> {
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let dir = tempfile::tempdir().unwrap();
 /// let log = Arc::new(Log::open(dir.path(), LogConfig { flush_policy: FlushPolicy::Never, ..LogConfig::default() })?);
 /// let producer = Producer::new(Arc::clone(&log), ProducerConfig::default())?;
@@ -95,7 +98,7 @@ struct OpenBatch {
 /// The outcome of one batch, shared by the handles of its records.
 #[derive(Default)]
 struct Completion {
-    result: Mutex<Option<Result<u64, Arc<Error>>>>,
+    result: Mutex<Option<std::result::Result<u64, Arc<Error>>>>,
     done: Condvar,
 }
 
@@ -123,10 +126,10 @@ impl SendHandle {
         self.completion.result.lock().as_ref().map(|outcome| self.outcome(outcome))
     }
 
-    fn outcome(&self, outcome: &Result<u64, Arc<Error>>) -> Result<u64> {
+    fn outcome(&self, outcome: &std::result::Result<u64, Arc<Error>>) -> Result<u64> {
         match outcome {
             Ok(base) => Ok(base + u64::from(self.index)),
-            Err(e) => Err(Error::SendFailed(Arc::clone(e))),
+            Err(e) => Err(ProducerError::SendFailed(Arc::clone(e))),
         }
     }
 }
@@ -142,7 +145,7 @@ impl Producer {
     pub fn new(log: Arc<Log>, config: ProducerConfig) -> Result<Producer> {
         if config.batch_bytes <= BATCH_HEADER_LEN || config.batch_bytes > config.buffer_memory {
             let reason = format!("batch_bytes {} must be in ({BATCH_HEADER_LEN}, buffer_memory]", config.batch_bytes);
-            return Err(Error::InvalidConfig { field: "producer.batch_bytes", reason });
+            return Err(ProducerError::Log(Error::InvalidConfig { field: "producer.batch_bytes", reason }));
         }
         // No batch may outgrow what the log accepts.
         let batch_bytes = config.batch_bytes.min(log.config().max_batch_bytes as usize);
@@ -171,19 +174,19 @@ impl Producer {
 
     /// Adds `record` to the current batch and returns a handle to its future offset. Records
     /// without a timestamp are stamped now (create time). Blocks up to `max_block_ms` while the
-    /// buffer pool is exhausted (`Error::BufferExhausted` after that). A record that cannot fit in
+    /// buffer pool is exhausted (`ProducerError::BufferExhausted` after that). A record that cannot fit in
     /// a batch the log accepts is refused at once (`Error::BatchTooLarge`).
     pub fn send(&self, record: Record<'_>) -> Result<SendHandle> {
         let timestamp = record.timestamp_ms.unwrap_or_else(|| self.shared.clock.now_ms());
         let needed = BATCH_HEADER_LEN + batch::record_len(&record, 0, 0);
         let max = self.shared.log.config().max_batch_bytes;
         if needed as u64 > max {
-            return Err(Error::BatchTooLarge { size: needed as u64, max });
+            return Err(ProducerError::Log(Error::BatchTooLarge { size: needed as u64, max }));
         }
         loop {
             let mut state = self.shared.state.lock();
             if state.closed {
-                return Err(Error::Closed);
+                return Err(ProducerError::Log(Error::Closed));
             }
             if let Some(open) = state.open.as_mut() {
                 if let Some(handle) = open.try_add(&record, timestamp) {
@@ -239,10 +242,12 @@ impl Producer {
             state.closed = true;
             self.shared.sender_wake.notify_all();
         }
-        sender.join().map_err(|_| Error::Io {
-            op: "join producer thread",
-            path: self.shared.log.dir().to_path_buf(),
-            source: std::io::Error::other("the producer thread panicked"),
+        sender.join().map_err(|_| {
+            ProducerError::Log(Error::Io {
+                op: "join producer thread",
+                path: self.shared.log.dir().to_path_buf(),
+                source: std::io::Error::other("the producer thread panicked"),
+            })
         })
     }
 }
@@ -382,7 +387,7 @@ impl Accumulator {
 
 impl OpenBatch {
     /// Completes every handle of the batch and returns its buffer to the pool.
-    fn complete(self, outcome: Result<u64, Arc<Error>>) {
+    fn complete(self, outcome: std::result::Result<u64, Arc<Error>>) {
         *self.completion.result.lock() = Some(outcome);
         self.completion.done.notify_all();
     }

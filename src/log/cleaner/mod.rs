@@ -488,7 +488,9 @@ pub(crate) fn spawn(shared: &Arc<LogState>) -> Result<Option<JoinHandle<()>>> {
             let period = Duration::from_millis(shared.config.cleaner_backoff_ms);
             while !shared.cleaner.sleep(period) {
                 // `compact` logs and counts a failed or panicking pass; the next one runs.
-                if let Err(Error::Poisoned | Error::Closed) = shared.compact(false) {
+                let pass = shared.compact(false);
+                shared.run_callbacks();
+                if let Err(Error::Poisoned | Error::Closed) = pass {
                     return;
                 }
             }

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use super::maintenance::{self, Background};
 use super::{BenchOptions, BenchResult, fsync_regime, result, size_name, sync_all};
 use strata_log::internals::io_error;
-use strata_log::{Error, FlushPolicy, Log, LogConfig, Producer, ProducerConfig, ReadPath, Record, Result};
+use strata_log::{
+    Error, FlushPolicy, Log, LogConfig, Producer, ProducerConfig, ProducerError, ReadPath, Record, Result,
+};
 
 type Progress<'a> = &'a mut dyn FnMut(&str, u64, u64);
 
@@ -235,13 +237,14 @@ fn producer(dir: &Path, options: &BenchOptions, progress: Progress<'_>) -> Resul
     let name = format!("producer_{threads}t_100B");
     let config = LogConfig { segment_bytes: SEGMENT_BYTES, flush_policy: FlushPolicy::Never, ..LogConfig::default() };
     let log = Arc::new(Log::open(dir.join(&name), config)?);
-    let producer = Arc::new(Producer::new(Arc::clone(&log), ProducerConfig::default())?);
+    let failed = |e: ProducerError| io_error("produce", dir)(std::io::Error::other(e));
+    let producer = Arc::new(Producer::new(Arc::clone(&log), ProducerConfig::default()).map_err(failed)?);
     let per_thread = options.records / threads as u64;
     let started = Instant::now();
     let senders: Vec<_> = (0..threads)
         .map(|_| {
             let producer = Arc::clone(&producer);
-            std::thread::spawn(move || -> Result<Vec<Duration>> {
+            std::thread::spawn(move || -> std::result::Result<Vec<Duration>, ProducerError> {
                 let value = [0x42u8; SMALL];
                 let mut latencies = Vec::with_capacity(per_thread as usize);
                 for _ in 0..per_thread {
@@ -260,9 +263,9 @@ fn producer(dir: &Path, options: &BenchOptions, progress: Progress<'_>) -> Resul
             path: dir.to_path_buf(),
             source: std::io::Error::other("a bench thread panicked"),
         })?;
-        latencies.extend(joined?);
+        latencies.extend(joined.map_err(failed)?);
     }
-    producer.flush()?;
+    producer.flush().map_err(failed)?;
     let elapsed = started.elapsed();
     progress(&name, 1, 1);
     let count = per_thread * threads as u64;
