@@ -302,10 +302,16 @@ pub(crate) struct RawRecord {
     pub header_count: u32,
     pub key: Span,
     pub value: Span,
-    /// The encoded headers (after the count).
+    /// The encoded headers (after the count): they end where the record ends.
     pub headers: Span,
-    /// Bytes the record takes in its batch, its length prefix included.
-    pub len: u32,
+}
+
+impl RawRecord {
+    /// Where the record ends in its batch (where the next one starts).
+    #[inline]
+    pub(crate) fn end(&self) -> usize {
+        self.headers.start as usize + self.headers.len as usize
+    }
 }
 
 /// Decodes the records of a batch in order. Stops after `record_count` records or the first error.
@@ -367,10 +373,9 @@ impl<'a> RecordIter<'a> {
         if c.position != end {
             return Err("record length disagrees with its fields");
         }
-        let len = (end - self.position) as u32;
         self.position = end;
         let headers = Span { start: headers_start as u32, len: (end - headers_start) as u32 };
-        Ok(RawRecord { timestamp_ms, offset_delta, header_count, key, value, headers, len })
+        Ok(RawRecord { timestamp_ms, offset_delta, header_count, key, value, headers })
     }
 }
 
@@ -749,7 +754,8 @@ mod tests {
         assert_eq!(summary.header.max_timestamp, 1500);
         assert_eq!(summary.timestamps, Some((999, 1500)));
         let decoded: Vec<RawRecord> = RecordIter::new(&bytes, &summary.header).map(|r| r.expect("record")).collect();
-        let lens: Vec<usize> = decoded.iter().map(|r| r.len as usize).collect();
+        let starts = std::iter::once(BATCH_HEADER_LEN).chain(decoded.iter().map(RawRecord::end));
+        let lens: Vec<usize> = decoded.iter().zip(starts).map(|(r, start)| r.end() - start).collect();
         let expected: Vec<usize> =
             records.iter().enumerate().map(|(i, r)| record_len(r, ts[i] - ts[0], i as i64)).collect();
         assert_eq!(lens, expected, "each record's encoded length, its length prefix included");

@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::format::ATTR_CREATE_TIME;
+use crate::format::{ATTR_CREATE_TIME, BATCH_HEADER_LEN};
 use crate::log::batch::{self, BatchHeader, Header, RawRecord, Span};
 use crate::log::segment::LogSegment;
 use crate::log::state::LogState;
@@ -313,6 +313,11 @@ impl<'a> LogReader<'a> {
     /// The next decoded record of the current batch at or after the cursor.
     fn take_decoded(&mut self) -> Option<RecordView> {
         while let Some(raw) = self.records.get(self.records_next) {
+            // A record starts where the one before it ends (the first, after the batch header).
+            let start = match self.records_next.checked_sub(1) {
+                Some(before) => self.records[before].end(),
+                None => BATCH_HEADER_LEN,
+            };
             self.records_next += 1;
             let offset = self.batch_base + u64::from(raw.offset_delta);
             if offset >= self.upper {
@@ -332,7 +337,7 @@ impl<'a> LogReader<'a> {
                 value: raw.value.shifted(self.batch_start),
                 headers: raw.headers.shifted(self.batch_start),
                 header_count: raw.header_count,
-                encoded_len: raw.len,
+                encoded_len: (raw.end() - start) as u32,
             });
         }
         // Offsets the cleaner removed at the end of the batch are skipped too.
