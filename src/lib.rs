@@ -27,6 +27,6 @@ pub use error::{Corruption, Error, Result};
 pub use events::{EventHandle, EventManager, EventMetrics};
 pub use histogram::LatencySummary;
 pub use log::{AppendInfo, CompactionReport, Header, Log, LogMetrics, LogReader, Record, RecordView, RecoveryReport};
-pub use log::{BatchBuffer, BatchBuilder, BatchView, Batches};
+pub use log::{BatchBuffer, BatchBuilder, BatchView, Batches, Cursor, CursorInterrupt};
 pub use producer::{BufferPool, BufferPoolMetrics, PooledBuffer, Producer, ProducerConfig, SendHandle};
 pub use records::Records;
