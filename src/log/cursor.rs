@@ -243,3 +243,29 @@ impl fmt::Debug for CursorInterrupt {
         f.debug_struct("CursorInterrupt").field("pending", &self.flag.load(Ordering::Relaxed)).finish()
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::config::LogConfig;
+    use crate::log::Log;
+    use crate::log::batch::Record;
+
+    #[test]
+    fn a_read_that_met_the_close_is_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig { segment_bytes: 4096, ..LogConfig::default() };
+        let log = Log::open(dir.path(), config).unwrap();
+        for _ in 0..200 {
+            log.append(&[Record::new(&[7; 64])]).unwrap();
+        }
+        let mut cursor = log.cursor(0).unwrap();
+        drop(log);
+        // What a read that passed `check_open` just before the close meets: segments retired.
+        let raced = cursor.read(1 << 20);
+        // (An `Error::Unsettled` when written: every lookup found its segment retired.)
+        assert!(!matches!(&raced, Ok(batches) if !batches.is_empty()), "{raced:?}");
+        assert!(matches!(cursor.unless_closed(raced), Err(Error::Closed)));
+    }
+}
