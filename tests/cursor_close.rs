@@ -31,6 +31,8 @@ fn after_close_every_call_is_closed() {
     let mut at_end = log.cursor(200).unwrap();
     let mut past_end = log.cursor(200).unwrap();
     past_end.seek(500);
+    // A pending interrupt does not hide the close either.
+    at_end.interrupter().interrupt();
     log.close().unwrap();
     for cursor in [&mut reading, &mut at_end, &mut past_end] {
         assert!(matches!(cursor.next_batch(256), Err(Error::Closed)));

@@ -117,14 +117,14 @@ impl Cursor {
     ///
     /// Errors: those of `next_batch` (checked before the wait as well as after), `Error::Interrupted`
     /// if a [`CursorInterrupt`] interrupted the wait, or had been used since the last call
-    /// (nothing is read then), and `Error::Poisoned` if the log is poisoned (nothing more will
-    /// come). On a read-only log nothing becomes visible while it waits: its view of the files is
+    /// (nothing is read then), and `Error::Poisoned` if the log is poisoned while nothing is
+    /// visible (nothing more will come). On a read-only log nothing becomes visible while it waits: its view of the files is
     /// the one taken at open.
     pub fn next_batch_wait(&mut self, max_bytes: usize, timeout: Duration) -> Result<Vec<BatchView>> {
+        self.check_open()?;
         if self.interrupt.swap(false, Ordering::SeqCst) {
             return Err(Error::Interrupted);
         }
-        self.check_open()?;
         let read = self.wait_then_read(max_bytes, timeout);
         self.unless_closed(read)
     }
