@@ -26,7 +26,9 @@
 //! **Readers** take none of these while they read, only a segment's read lock (8) around each
 //! copy. When a lookup finds a segment retired, or data ending early, it takes the append lock (2)
 //! and drops it at once, holding nothing: a barrier that waits for a truncation in progress to put
-//! its new segment in the map (truncation holds the append lock until then).
+//! its new segment in the map (truncation holds the append lock until then). A cursor whose
+//! position is outside the log takes the same barrier before it says so, so that a truncation in
+//! progress is reported as one.
 
 mod append;
 mod appender;
