@@ -92,6 +92,10 @@ pub enum Error {
         /// Why it was refused.
         reason: Corruption,
     },
+    /// Another thread interrupted a cursor's wait (`CursorInterrupt::interrupt`); nothing was
+    /// read and the cursor did not move.
+    #[error("the wait was interrupted")]
+    Interrupted,
     /// An earlier write or fsync failed; the on-disk state is unknown until the log is reopened.
     #[error("an earlier write or fsync failed; reopen the log")]
     Poisoned,

@@ -27,7 +27,7 @@ pub use error::{Corruption, Error, Result};
 pub use events::{EventHandle, EventManager, EventMetrics};
 pub use histogram::LatencySummary;
 pub use log::{AppendInfo, CompactionReport, Header, Log, LogMetrics, LogReader, Record, RecordView, RecoveryReport};
-pub use log::{BatchBuffer, BatchBuilder, BatchView, Batches};
+pub use log::{BatchBuffer, BatchBuilder, BatchView, Batches, Cursor, CursorInterrupt};
 pub use producer::{
     BufferPool, BufferPoolMetrics, PooledBuffer, Producer, ProducerConfig, ProducerError, ProducerResult, SendHandle,
 };

@@ -122,12 +122,29 @@ impl Durability {
     /// or closed — never by polling. Whoever changes what `done` reads calls
     /// [`Durability::notify_progress`].
     pub(crate) fn wait_until(&self, timeout: Option<Duration>, done: impl Fn() -> bool) -> Result<()> {
+        self.wait_until_interruptible(timeout, None, done)
+    }
+
+    /// [`Durability::wait_until`] that also ends with `Error::Interrupted` once `interrupt` is set
+    /// (a cursor's tailing wait, stopped by another thread). Whoever sets it then calls
+    /// `notify_progress(true)`: the flag is checked under `sync`, which the notification takes, so
+    /// a waiter either sees the flag or is already waiting when the notification comes. The flag
+    /// is only read here; its owner clears it.
+    pub(crate) fn wait_until_interruptible(
+        &self,
+        timeout: Option<Duration>,
+        interrupt: Option<&AtomicBool>,
+        done: impl Fn() -> bool,
+    ) -> Result<()> {
         let started = Instant::now();
         self.waiters.fetch_add(1, Ordering::SeqCst);
         let mut sync = self.sync.lock();
         let result = loop {
             if done() {
                 break Ok(());
+            }
+            if interrupt.is_some_and(|flag| flag.load(Ordering::SeqCst)) {
+                break Err(Error::Interrupted);
             }
             if self.is_poisoned() {
                 break Err(Error::Poisoned);
@@ -218,6 +235,14 @@ impl Durability {
     /// Truncations so far (an epoch for readers and waiters).
     pub(crate) fn truncations(&self) -> u64 {
         self.truncations.load(Ordering::SeqCst)
+    }
+
+    /// The truncation epoch now and the lowest offset a truncation cut at since epoch `since`,
+    /// read together (one lock), so a cursor that moves its epoch to the one returned has judged
+    /// exactly the cuts up to it.
+    pub(crate) fn truncations_since(&self, since: u64) -> (u64, Option<u64>) {
+        let cuts = self.cuts.lock();
+        (cuts.len() as u64, cuts.iter().skip(since as usize).copied().min())
     }
 
     /// The lowest offset a truncation cut at since epoch `since`, if there was one.

@@ -4,6 +4,7 @@
 //! round began. Rounds never overlap ([`Durability::try_take_rounds`]) and never hold the append
 //! lock: appenders keep storing while one fsyncs, and what they store goes into the next round.
 
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use crate::config::FlushPolicy;
@@ -20,6 +21,18 @@ impl LogState {
     /// stored so far, so appenders that arrive during it wait for it, or for the next round one of
     /// them leads. No thread handoff when the log is quiet; one fsync per round when it is busy.
     pub(crate) fn wait_durable(&self, offset: u64, timeout: Option<Duration>, epoch: u64) -> Result<()> {
+        self.wait_durable_interruptible(offset, timeout, epoch, None)
+    }
+
+    /// [`LogState::wait_durable`], ended by `Error::Interrupted` once `interrupt` is set (see
+    /// [`Durability::wait_until_interruptible`]).
+    fn wait_durable_interruptible(
+        &self,
+        offset: u64,
+        timeout: Option<Duration>,
+        epoch: u64,
+        interrupt: Option<&AtomicBool>,
+    ) -> Result<()> {
         let started = Instant::now();
         let left = || timeout.map(|t| t.saturating_sub(started.elapsed()));
         let durability = &self.durability;
@@ -34,7 +47,9 @@ impl LogState {
             let seen = durability.truncations();
             if offset >= self.offsets.next() {
                 // Not stored yet: no round can make it durable, so wait for appends (never spin).
-                durability.wait_until(left(), || self.offsets.next() > offset || durability.truncations() != seen)?;
+                durability.wait_until_interruptible(left(), interrupt, || {
+                    self.offsets.next() > offset || durability.truncations() != seen
+                })?;
                 continue;
             }
             if let Some(round) = self.lead_round() {
@@ -45,7 +60,7 @@ impl LogState {
                 continue;
             }
             // A follower: wait for the running round to end, then check again (or lead the next).
-            durability.wait_until(left(), || {
+            durability.wait_until_interruptible(left(), interrupt, || {
                 self.offsets.durable() > offset || !durability.round_running() || durability.truncations() != seen
             })?;
         }
@@ -55,19 +70,33 @@ impl LogState {
     /// A truncation that removes `offset` before it becomes visible fails the wait with
     /// `Error::Truncated` (a tailing reader must learn its position now holds other records).
     pub(crate) fn wait_visible(&self, offset: u64, timeout: Option<Duration>) -> Result<()> {
+        self.wait_visible_interruptible(offset, timeout, None)
+    }
+
+    /// [`LogState::wait_visible`], ended by `Error::Interrupted` once `interrupt` is set (a
+    /// cursor's tailing wait; see [`Durability::wait_until_interruptible`]). A sync round the
+    /// waiter leads under `Always` runs to its end first.
+    pub(crate) fn wait_visible_interruptible(
+        &self,
+        offset: u64,
+        timeout: Option<Duration>,
+        interrupt: Option<&AtomicBool>,
+    ) -> Result<()> {
         if self.offsets.visible() > offset {
             return Ok(());
         }
         let durability = &self.durability;
         if self.config.flush_policy == FlushPolicy::Always && self.offsets.next() > offset {
-            return self.wait_durable(offset, timeout, durability.truncations());
+            return self.wait_durable_interruptible(offset, timeout, durability.truncations(), interrupt);
         }
         let started = Instant::now();
         let epoch = durability.truncations();
         loop {
             let seen = durability.truncations();
             let left = timeout.map(|t| t.saturating_sub(started.elapsed()));
-            durability.wait_until(left, || self.offsets.visible() > offset || durability.truncations() != seen)?;
+            durability.wait_until_interruptible(left, interrupt, || {
+                self.offsets.visible() > offset || durability.truncations() != seen
+            })?;
             self.check_truncated(epoch, offset)?;
             if self.offsets.visible() > offset {
                 return Ok(());

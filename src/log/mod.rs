@@ -30,7 +30,9 @@
 //! **Readers** take none of these while they read, only a segment's read lock (8) around each
 //! copy. When a lookup finds a segment retired, or data ending early, it takes the append lock (2)
 //! and drops it at once, holding nothing: a barrier that waits for a truncation in progress to put
-//! its new segment in the map (truncation holds the append lock until then).
+//! its new segment in the map (truncation holds the append lock until then). A cursor whose
+//! position is outside the log takes the same barrier before it says so, so that a truncation in
+//! progress is reported as one.
 
 mod append;
 mod appender;
@@ -39,6 +41,7 @@ mod callbacks;
 mod checkpoint;
 mod checkpoint_writer;
 mod cleaner;
+mod cursor;
 mod durability;
 mod group_commit;
 pub(crate) mod index;
@@ -69,6 +72,7 @@ pub use append::AppendInfo;
 pub use batch::{BatchBuffer, BatchBuilder, Header, Record};
 pub use checkpoint::CleanShutdown;
 pub use cleaner::CompactionReport;
+pub use cursor::{Cursor, CursorInterrupt};
 pub use metrics::LogMetrics;
 pub use open::report::RecoveryReport;
 pub use reader::{BatchView, Batches, LogReader, RecordView};
@@ -413,6 +417,39 @@ impl Log {
         }
         // At or past `end` the reader returns nothing: its cursor is already at its upper bound.
         Ok(LogReader::new(&self.shared, offset, end, max_bytes as u64, epoch))
+    }
+
+    /// A [`Cursor`] at `offset` (in `[start_offset, next_offset]`, as for [`Log::read`]): a reader
+    /// that shares the log's state instead of borrowing the `Log`, so it can move to another thread
+    /// (`Send + 'static`), and keeps its position across calls. It never holds the directory lock:
+    /// after `close` every call of it returns `Error::Closed`, and the directory may be opened
+    /// again while it lives.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use strata_log::{Error, Log, LogConfig, Record};
+    /// let dir = tempfile::tempdir()?;
+    /// let log = Log::open(dir.path(), LogConfig::default())?;
+    /// log.append(&[Record::new(b"a"), Record::new(b"b")])?;
+    /// let mut cursor = log.cursor(0)?;
+    /// let tail = std::thread::spawn(move || -> strata_log::Result<Vec<u64>> {
+    ///     let mut offsets = Vec::new();
+    ///     while offsets.len() < 3 {
+    ///         for batch in cursor.next_batch_wait(1 << 20, Duration::from_secs(10))? {
+    ///             offsets.extend(batch.records().iter().map(|r| r.offset()));
+    ///         }
+    ///     }
+    ///     // Caught up: nothing more is visible, which is not an error.
+    ///     assert!(cursor.next_batch(1 << 20)?.is_empty());
+    ///     Ok(offsets)
+    /// });
+    /// log.append(&[Record::new(b"c")])?;
+    /// assert_eq!(tail.join().unwrap()?, [0, 1, 2]);
+    /// # Ok(()) }
+    /// ```
+    pub fn cursor(&self, offset: u64) -> Result<Cursor> {
+        Cursor::new(Arc::clone(&self.shared), offset)
     }
 
     /// The first visible offset whose record timestamp is ≥ `timestamp_ms`, if any.
