@@ -160,6 +160,11 @@ impl EventManager {
             state.delayed.clear();
             self.handle.inner.wake.notify_all();
         }
+        // Stopped from one of its own events (the last owner dropped there): it cannot wait for
+        // itself; it ends when that event returns.
+        if thread.thread().id() == std::thread::current().id() {
+            return Ok(());
+        }
         let deadline = Instant::now() + timeout;
         while !thread.is_finished() {
             if Instant::now() >= deadline {

@@ -142,3 +142,69 @@ fn a_read_only_log_refuses_at_once() {
     report(&log, &info, &tx);
     assert!(matches!(rx.try_recv().unwrap().1, Err(Error::ReadOnly)));
 }
+
+/// Regression (review): a reset past the end raised the durable offset before it noted the
+/// truncation, so a callback run in between got `Ok` for a batch the reset removed and nothing
+/// ever synced. Registrations race the reset; every outcome must be `Truncated`.
+#[test]
+fn a_reset_past_the_end_never_reports_a_removed_batch_durable() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    for _ in 0..10 {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Arc::new(Log::open(dir.path(), config(lazy())).unwrap());
+        let info = log.append_nowait(&[Record::new(b"never durable")]).unwrap();
+        let (oks, stop) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(false)));
+        let spinner = {
+            let (log, oks, stop) = (Arc::clone(&log), Arc::clone(&oks), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    let oks = Arc::clone(&oks);
+                    log.on_durable(&info, move |result| match result {
+                        Ok(()) => drop(oks.fetch_add(1, Ordering::SeqCst)),
+                        Err(Error::Truncated { .. }) => {}
+                        Err(error) => panic!("{error}"),
+                    });
+                }
+            })
+        };
+        std::thread::sleep(Duration::from_millis(5));
+        log.reset_at(1000).unwrap();
+        stop.store(true, Ordering::SeqCst);
+        spinner.join().unwrap();
+        assert_eq!(oks.load(Ordering::SeqCst), 0, "a batch reset_at removed, never synced, reported durable");
+    }
+}
+
+/// Regression (review): a callback that drops the last `Log` ran `Log::drop` on the syncer
+/// thread, which then tried to join itself (a panic) and never closed the log cleanly.
+#[test]
+fn a_callback_may_drop_the_last_reference_to_the_log() {
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(Log::open(dir.path(), config(FlushPolicy::Never)).unwrap());
+    let info = log.append_nowait(&[Record::new(b"x")]).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let (go, wait_for_go) = mpsc::channel::<()>();
+    let last = Arc::clone(&log);
+    log.on_durable(&info, move |result| {
+        wait_for_go.recv().unwrap();
+        drop(last); // `Log::drop` runs here, on the thread running the callback
+        tx.send(result).unwrap();
+    });
+    drop(log);
+    go.send(()).unwrap();
+    rx.recv_timeout(WAIT).unwrap().unwrap();
+    // The close ran to its end: the next open finds the clean-shutdown marker.
+    let reopened = (0..200)
+        .find_map(|_| match Log::open(dir.path(), LogConfig::default()) {
+            Err(Error::Locked { .. }) => {
+                std::thread::sleep(Duration::from_millis(10));
+                None
+            }
+            other => Some(other),
+        })
+        .expect("the lock is released")
+        .unwrap();
+    assert!(reopened.recovery_report().clean_shutdown);
+}

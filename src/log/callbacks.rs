@@ -2,12 +2,15 @@
 //! over a function to call once its batch is durable, or with the error that stopped it, instead
 //! of blocking a thread in a wait (openraft's storage gets such a callback for each append).
 //!
-//! Pending callbacks wait here in offset order. Whoever moves what decides their fate runs them:
-//! the thread that finished a sync round (the syncer, a flush, an appender leading a round), a
-//! truncation, a poisoning, the close, or a registration that finds its offset decided already.
-//! One thread runs callbacks at a time (the run lock), each outside the queue's lock, so a
-//! callback may register another; a thread that finds the run lock taken leaves the work to its
-//! holder, who looks again after letting go of it, so nothing is left waiting.
+//! Pending callbacks wait here in offset order. They are run, always by a thread that holds no
+//! lock of the log, by: the thread that finished a sync round (the syncer, a `flush`, an
+//! appender waiting for durability under `Always`), a truncation or reset, a call that failed
+//! (it may have poisoned the log), a background thread that poisoned it, the close, and a
+//! registration (which runs what is decided already). One thread runs callbacks at a time (the
+//! run lock, only ever *tried*, so a callback that calls the log cannot deadlock on it), each
+//! outside the queue's lock, so a callback may register another; a thread that finds the run
+//! lock taken leaves the work to its holder, who looks again after letting go of it, so nothing
+//! is left waiting.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -35,8 +38,8 @@ pub(crate) struct Callbacks {
     registered: Mutex<u64>,
     /// The log closed: nothing pending can become durable any more.
     closed: AtomicBool,
-    /// Held while callbacks run (lock order: a leaf; callbacks run with no lock of the log held
-    /// but this one).
+    /// Held while callbacks run. Only ever taken with `try_lock`, so it sits outside the lock
+    /// order: callbacks under it may take any lock of the log.
     running: Mutex<()>,
 }
 

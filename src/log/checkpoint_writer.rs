@@ -75,11 +75,17 @@ impl CheckpointWriter {
     }
 
     /// The first step of `reset_at(offset)`: the checkpoint says start = recovery point = `offset`
-    /// and that a reset to it is in progress (an open after a crash completes it), then every
-    /// offset moves to `offset`, under the checkpoint lock.
-    pub(crate) fn write_reset(&self, parts: &Parts<'_>, offset: u64) -> Result<()> {
+    /// and that a reset to it is in progress (an open after a crash completes it); then, under the
+    /// checkpoint lock, the truncation from `cut` is noted and every offset moves to `offset`.
+    /// Noted first: a reset past the end raises the durable offset, and a waiter or callback
+    /// that saw it raised before the new epoch would take its removed, never synced batch for
+    /// durable.
+    pub(crate) fn write_reset(&self, parts: &Parts<'_>, offset: u64, cut: u64) -> Result<()> {
         let next = |_: &Checkpoint, _: u64| Checkpoint { log_start_offset: offset, recovery_point: offset };
-        self.store(parts, next, ResetMark::Set(offset), || parts.offsets.set_all(offset, offset))
+        self.store(parts, next, ResetMark::Set(offset), || {
+            parts.durability.note_truncation(cut);
+            parts.offsets.set_all(offset, offset);
+        })
     }
 
     /// The last step of a reset: the checkpoint no longer says a reset is in progress.

@@ -330,11 +330,14 @@ impl Log {
     /// read-only log. Called exactly once, without blocking the caller: durability without a
     /// waiting thread, as openraft asks of its log storage.
     ///
-    /// Callbacks run in offset order on the thread that finished the sync round covering them (the
-    /// syncer, a `flush`, or an appender that led the round), or on this thread if the batch's fate
-    /// is already decided. They must not block: hand the result to a channel or a task. They may
-    /// call the log (even register another callback); a panic in one is logged and the others
-    /// still run. Registering asks for a sync round under every flush policy (`Never` too); under
+    /// Callbacks run in offset order, by a thread holding no lock of the log: the one that finished
+    /// the sync round covering them (the syncer, a `flush`, or an appender that led the round
+    /// under `Always`), a truncation or reset, a call that failed and may have poisoned the log,
+    /// the close, or this thread, for what is decided already (unless a callback of a lower
+    /// offset still waits: order comes first). A successful `append_nowait` never runs them, so
+    /// a caller may append under a lock of its own that its callbacks take. They must not block:
+    /// hand the result to a channel or a task. They may call the log (even register another
+    /// callback, or drop the last `Log`); a panic in one is logged and the others still run. Registering asks for a sync round under every flush policy (`Never` too); under
     /// `EveryInterval` the round comes when the policy calls for one.
     ///
     /// ```
@@ -377,7 +380,7 @@ impl Log {
     /// reported at the next open, never cut as a torn tail.
     pub fn flush(&self) -> Result<()> {
         self.shared.check_writable()?;
-        let round = self.settle(self.shared.run_round());
+        let round = self.settle_always(self.shared.run_round());
         round?;
         self.settle(self.shared.write_checkpoint())
     }
@@ -539,7 +542,7 @@ impl Log {
     /// # Ok(()) }
     /// ```
     pub fn truncate_to(&self, offset: u64) -> Result<u64> {
-        self.settle(self.shared.truncate_to(offset))
+        self.settle_always(self.shared.truncate_to(offset))
     }
 
     /// Drops every record and restarts the log, empty, at `offset` (any offset, also past the end:
@@ -558,7 +561,7 @@ impl Log {
     /// # Ok(()) }
     /// ```
     pub fn reset_at(&self, offset: u64) -> Result<()> {
-        self.settle(self.shared.reset_at(offset))
+        self.settle_always(self.shared.reset_at(offset))
     }
 
     /// Moves the log start offset to `offset` (at most the next offset) and returns the new start:
@@ -629,9 +632,19 @@ impl Log {
         self.settle(self.shared.compact(true))
     }
 
-    /// Runs the durability callbacks an operation decided (a truncation cut their batches, a
-    /// failure poisoned the log), now that it holds no lock, and passes its result on.
+    /// After an operation that failed (it may have poisoned the log): runs the durability
+    /// callbacks that decided, now that it holds no lock, and passes the result on. A successful
+    /// append runs none: its caller may hold a lock of its own that a callback takes.
     fn settle<T>(&self, result: Result<T>) -> Result<T> {
+        if result.is_err() {
+            self.shared.run_callbacks();
+        }
+        result
+    }
+
+    /// After a truncation or reset (which decides the callbacks of the batches it removed) or a
+    /// flush (whose round this thread finished): runs the callbacks that decided.
+    fn settle_always<T>(&self, result: Result<T>) -> Result<T> {
         self.shared.run_callbacks();
         result
     }
@@ -691,6 +704,11 @@ impl Log {
         self.shared.cleaner.stop();
         syncer::stop(&self.shared);
         for thread in self.threads.drain(..) {
+            // The last `Log` dropped by a callback running on a background thread: that thread
+            // cannot wait for itself; it ends once the callback returns (it was told to stop).
+            if thread.thread().id() == std::thread::current().id() {
+                continue;
+            }
             if thread.join().is_err() {
                 tracing::error!("a background thread of the log panicked");
             }
@@ -735,6 +753,7 @@ fn start_threads(shared: &Arc<LogState>) -> Result<Vec<JoinHandle<()>>> {
             if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| syncer::run(&syncer_shared)))
             {
                 syncer_shared.durability.poison(Error::panicked("the syncer thread", payload.as_ref()));
+                syncer_shared.run_callbacks();
             }
         })
         .map_err(Error::io("spawn syncer thread", &shared.dir))?;
@@ -761,7 +780,9 @@ fn every(shared: &Arc<LogState>, period: Duration, name: &'static str, work: fn(
     let scheduled = events.put_after(period, name, move || {
         let Some(shared) = weak.upgrade() else { return Ok(()) };
         let result = work(&shared);
-        shared.run_callbacks();
+        if shared.durability.is_poisoned() {
+            shared.run_callbacks();
+        }
         every(&shared, period, name, work);
         result
     });

@@ -16,9 +16,11 @@
 //! the pwrite (measured in the issue 10 note).
 //!
 //! **Who writes.** `next` changes only under the append lock (appends raise it; truncation and
-//! reset also hold the sync rounds). `durable` rises only in a sync round, from a target read
-//! before the round began, so never past `next`; it falls only in truncation or reset, which
-//! hold the rounds. `visible` rises after `next` (same lock) or with `durable`. Every store
+//! reset also hold the sync rounds), or, in a read-only view, under the structure lock when the
+//! view is read again from the files. `durable` rises in a sync round, from a target read before
+//! the round began, so never past `next`, and in a reset past the end (after the reset's
+//! truncation is noted, so no waiter takes a removed batch for durable); it falls only in
+//! truncation or reset, which hold the rounds. `visible` rises after `next` (same lock) or with `durable`. Every store
 //! checks the invariant in debug builds; moves that lower and raise several values order their
 //! stores so that it holds after each one.
 

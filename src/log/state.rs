@@ -155,12 +155,14 @@ impl LogState {
             old.iter().for_each(|segment| map.remove(segment));
             fresh.into_iter().for_each(|segment| map.insert(segment));
         });
+        // Under the structure lock: two refreshes that read the files at different times must not
+        // interleave their offsets (a start from one, an end from the other).
+        self.offsets.set_all(loaded.log_start_offset, loaded.next_offset);
+        *tail.lock() = loaded.live_tail;
         drop(structure);
         for segment in &old {
             segment.retire();
         }
-        self.offsets.set_all(loaded.log_start_offset, loaded.next_offset);
-        *tail.lock() = loaded.live_tail;
         Ok(())
     }
 

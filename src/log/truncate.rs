@@ -59,7 +59,7 @@ impl LogState {
             self.reset_locked(&structure, &mut app, start)?;
             drop(rounds);
             self.cleaner.lower_to(&self.dir, start);
-            self.note_truncation(start);
+            Counters::add(&self.counters.truncations, 1);
             tracing::info!(dir = %self.dir.display(), requested = offset, next = start, "log truncated to its start");
             return Ok(start);
         }
@@ -116,14 +116,10 @@ impl LogState {
         self.check_writable()?;
         let structure = self.segments.lock();
         let rounds = self.durability.hold_rounds()?;
-        let old_start = self.offsets.start();
         self.reset_locked(&structure, &mut app, offset)?;
         drop(rounds);
         self.cleaner.lower_to(&self.dir, offset);
-        // Every record is gone, also those below `offset`: waiters and readers of any of them are
-        // told (a cut at `offset` alone would tell a waiter for a removed, never durable record
-        // below it that it is durable).
-        self.note_truncation(old_start.min(offset));
+        Counters::add(&self.counters.truncations, 1);
         tracing::info!(dir = %self.dir.display(), offset, "log reset");
         Ok(())
     }
@@ -135,7 +131,11 @@ impl LogState {
         // progress, so an open after a crash from here on completes it: old state or new, never
         // old records above the new start); a failure there changes nothing. Any failure after it
         // poisons the log (reopening completes the reset).
-        self.checkpoint.write_reset(&self.checkpoint_parts(), offset)?;
+        // Every record is gone, also those below `offset`: waiters and readers of any of them are
+        // told (a cut at `offset` alone would tell a waiter for a removed, never durable record
+        // below it that it is durable).
+        let cut = self.offsets.start().min(offset);
+        self.checkpoint.write_reset(&self.checkpoint_parts(), offset, cut)?;
         crash_point!("reset_after_checkpoint");
         let result = (|| {
             // The new segment may take the name of an old one: rename the old ones first.

@@ -489,7 +489,9 @@ pub(crate) fn spawn(shared: &Arc<LogState>) -> Result<Option<JoinHandle<()>>> {
             while !shared.cleaner.sleep(period) {
                 // `compact` logs and counts a failed or panicking pass; the next one runs.
                 let pass = shared.compact(false);
-                shared.run_callbacks();
+                if shared.durability.is_poisoned() {
+                    shared.run_callbacks();
+                }
                 if let Err(Error::Poisoned | Error::Closed) = pass {
                     return;
                 }
