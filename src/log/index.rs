@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::config::ReadPath;
 use crate::error::{Corruption, Error, Result};
-use crate::storage::{FileId, INDEX_ADVICE, MappedFile};
+use crate::storage::{self, FileId, INDEX_ADVICE, MappedFile};
 
 /// A fixed-size index entry.
 pub(crate) trait IndexEntry: Copy + Eq + Debug {
@@ -60,7 +60,7 @@ impl<E: IndexEntry> SparseIndex<E> {
     /// An index of a read-only open, read with `pread` and opened at each read (it holds no
     /// descriptor); a missing file is an empty index.
     pub(crate) fn open_pread(path: &Path) -> SparseIndex<E> {
-        let meta = std::fs::metadata(path).ok();
+        let meta = storage::stat(path).ok();
         let len = meta.as_ref().map_or(0, |meta| meta.len() / E::LEN as u64 * E::LEN as u64);
         let file = MappedFile::open_viewed(path, len, meta.as_ref().map(FileId::of));
         SparseIndex { file, max_entries: len / E::LEN as u64, _entry: PhantomData }

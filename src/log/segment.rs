@@ -178,7 +178,7 @@ impl LogSegment {
         // a reader still uses it must never pick up another segment's index under its old name.
         let (index_path, time_path) = (self.offset_index.path(), self.time_index.path());
         let len = |path: &Path, entry: usize| {
-            let len = std::fs::metadata(path).map_err(Error::io("stat", path))?.len();
+            let len = storage::stat(path)?.len();
             let whole = len / entry as u64 * entry as u64;
             if whole != len {
                 return Err(Error::corrupt(path, whole, Corruption::IndexLength { len, entry_len: entry as u64 }));

@@ -213,15 +213,7 @@ fn durable(
             })
         })
         .collect();
-    let mut latencies = Vec::new();
-    for worker in workers {
-        let joined = worker.join().map_err(|_| Error::Io {
-            op: "join bench thread",
-            path: dir.to_path_buf(),
-            source: std::io::Error::other("a bench thread panicked"),
-        })?;
-        latencies.extend(joined?);
-    }
+    let latencies = join_latencies(dir, workers, |e| e)?;
     let elapsed = started.elapsed();
     progress(&name, 1, 1);
     let metrics = log.metrics();
@@ -256,15 +248,7 @@ fn producer(dir: &Path, options: &BenchOptions, progress: Progress<'_>) -> Resul
             })
         })
         .collect();
-    let mut latencies = Vec::new();
-    for sender in senders {
-        let joined = sender.join().map_err(|_| Error::Io {
-            op: "join bench thread",
-            path: dir.to_path_buf(),
-            source: std::io::Error::other("a bench thread panicked"),
-        })?;
-        latencies.extend(joined.map_err(failed)?);
-    }
+    let latencies = join_latencies(dir, senders, failed)?;
     producer.flush().map_err(failed)?;
     let elapsed = started.elapsed();
     progress(&name, 1, 1);
@@ -290,4 +274,23 @@ fn recovery_scan(dir: &Path, options: &BenchOptions, progress: Progress<'_>) -> 
     progress("recovery_scan", 1, 1);
     let records = report.bytes_scanned / (options.large_value_bytes as u64 + 12).max(1);
     Ok(result("recovery_scan", records, report.bytes_scanned, elapsed, vec![elapsed]))
+}
+
+/// Joins the threads of a phase and gathers their latencies; a thread's error (converted by
+/// `convert`) or panic fails the phase.
+fn join_latencies<E>(
+    dir: &Path,
+    threads: Vec<std::thread::JoinHandle<std::result::Result<Vec<Duration>, E>>>,
+    convert: impl Fn(E) -> Error,
+) -> Result<Vec<Duration>> {
+    let mut latencies = Vec::new();
+    for thread in threads {
+        let joined = thread.join().map_err(|_| Error::Io {
+            op: "join bench thread",
+            path: dir.to_path_buf(),
+            source: std::io::Error::other("a bench thread panicked"),
+        })?;
+        latencies.extend(joined.map_err(&convert)?);
+    }
+    Ok(latencies)
 }
