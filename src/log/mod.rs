@@ -15,7 +15,8 @@
 //!    round at a time; truncation and reset hold them so no round reads an old next offset.
 //! 5. the checkpoint lock (`CheckpointWriter`): serialises checkpoint writes and the offset moves
 //!    they publish.
-//! 6. the seal lock (`Segments::lock_sealing`): sealing rolled segments, oldest first.
+//! 6. the seal lock (`Segments::lock_sealing`): sealing rolled segments, oldest first; removal
+//!    (`remove_whole`, under the structure lock) takes it too, so no seal races a removal.
 //! 7. the preallocator's lock (a roll takes the preallocated segment under the append lock).
 //! 8. a segment's own locks (its data file's and indexes' read/write locks).
 //! 9. the directory fsync (`Durability::sync_dir_if_dirty`).

@@ -93,6 +93,10 @@ impl LogState {
         if doomed.is_empty() {
             return Ok(());
         }
+        // No seal of a doomed rolled segment may run meanwhile: it would write the final index
+        // entries into files being renamed away and retired, and its failure would poison the log
+        // (seen as a prefix deletion racing a reset). One running finishes first.
+        let _sealing = self.segments.lock_sealing();
         doomed.sort_by_key(|s| std::cmp::Reverse(s.base_offset()));
         let mut renamed = Vec::with_capacity(doomed.len());
         for segment in &doomed {
