@@ -94,7 +94,6 @@ fn code_of(text: &str) -> String {
 fn strip(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
-    let blank = |out: &mut String, c: char| out.push(if c == '\n' { '\n' } else { ' ' });
     let at = |i: usize| chars.get(i).copied();
     let mut i = 0;
     while i < chars.len() {
@@ -135,36 +134,10 @@ fn strip(text: &str) -> String {
             out.extend(&end);
             i += end.len();
         } else if c == '"' {
-            out.push('"');
-            i += 1;
-            while i < chars.len() && chars[i] != '"' {
-                if chars[i] == '\\' {
-                    blank(&mut out, chars[i]);
-                    i += 1;
-                }
-                if let Some(c) = at(i) {
-                    blank(&mut out, c);
-                }
-                i += 1;
-            }
-            out.push('"');
-            i += 1;
+            i = blank_quoted(&chars, i, '"', &mut out);
         } else if c == '\'' && (at(i + 1) == Some('\\') || at(i + 2) == Some('\'')) {
             // A character literal (`'{'`, `'\''`, `'\u{7b}'`); a lifetime (`'a`) has no closing quote.
-            out.push('\'');
-            i += 1;
-            while i < chars.len() && chars[i] != '\'' {
-                if chars[i] == '\\' {
-                    blank(&mut out, chars[i]);
-                    i += 1;
-                }
-                if let Some(c) = at(i) {
-                    blank(&mut out, c);
-                }
-                i += 1;
-            }
-            out.push('\'');
-            i += 1;
+            i = blank_quoted(&chars, i, '\'', &mut out);
         } else {
             out.push(c);
             i += 1;
@@ -207,6 +180,30 @@ fn matching(code: &str, open: usize) -> usize {
         }
     }
     code.len() - 1
+}
+
+/// A blank in place of `c` (a newline stays, so line numbers hold).
+fn blank(out: &mut String, c: char) {
+    out.push(if c == '\n' { '\n' } else { ' ' });
+}
+
+/// Copies the literal quoted by `quote` that starts at `chars[start]`, its contents blanked
+/// (escapes included), and returns where it ends.
+fn blank_quoted(chars: &[char], start: usize, quote: char, out: &mut String) -> usize {
+    out.push(quote);
+    let mut i = start + 1;
+    while i < chars.len() && chars[i] != quote {
+        if chars[i] == '\\' {
+            blank(out, chars[i]);
+            i += 1;
+        }
+        if let Some(&c) = chars.get(i) {
+            blank(out, c);
+        }
+        i += 1;
+    }
+    out.push(quote);
+    i + 1
 }
 
 /// `code[from..to]` replaced by spaces (line breaks kept).

@@ -144,11 +144,7 @@ fn an_index_left_short_is_re_extended_before_it_is_needed() {
 fn a_log_with_a_version_1_checkpoint_opens_on_a_full_disk() {
     let scenario = FailScenario::setup();
     let dir = tempfile::tempdir().unwrap();
-    let log = Log::open(dir.path(), config()).unwrap();
-    for i in 0..30 {
-        append(&log, i).unwrap();
-    }
-    log.close().unwrap();
+    closed_log_of_30(dir.path());
     // A version 1 checkpoint (docs/FORMAT.md): magic, version 1, log start 0, recovery point 30, CRC.
     let mut v1 = Vec::new();
     v1.extend_from_slice(b"SLCP");
@@ -158,8 +154,7 @@ fn a_log_with_a_version_1_checkpoint_opens_on_a_full_disk() {
     let crc = crc32fast::hash(&v1);
     v1.extend_from_slice(&crc.to_be_bytes());
     std::fs::write(dir.path().join("checkpoint"), v1).unwrap();
-    fail::cfg("fallocate_enospc", "return").unwrap();
-    fail::cfg("new_file_enospc", "return").unwrap();
+    fill_the_disk();
     let log = Log::open(dir.path(), config()).unwrap();
     assert_eq!(log.next_offset(), 30);
     assert_eq!(values(&log).len(), 30);
@@ -188,14 +183,9 @@ fn a_log_with_a_version_1_checkpoint_opens_on_a_full_disk() {
 fn a_log_without_a_checkpoint_opens_on_a_full_disk() {
     let scenario = FailScenario::setup();
     let dir = tempfile::tempdir().unwrap();
-    let log = Log::open(dir.path(), config()).unwrap();
-    for i in 0..30 {
-        append(&log, i).unwrap();
-    }
-    log.close().unwrap();
+    closed_log_of_30(dir.path());
     std::fs::remove_file(dir.path().join("checkpoint")).unwrap();
-    fail::cfg("fallocate_enospc", "return").unwrap();
-    fail::cfg("new_file_enospc", "return").unwrap();
+    fill_the_disk();
     let opened = Log::open(dir.path(), config());
     fail::remove("new_file_enospc");
     fail::remove("fallocate_enospc");
@@ -207,4 +197,19 @@ fn a_log_without_a_checkpoint_opens_on_a_full_disk() {
     assert!(dir.path().join("checkpoint").exists(), "the flush wrote the checkpoint");
     drop(log);
     drop(scenario);
+}
+
+/// A closed log of 30 records in `dir`.
+fn closed_log_of_30(dir: &std::path::Path) {
+    let log = Log::open(dir, config()).unwrap();
+    for i in 0..30 {
+        append(&log, i).unwrap();
+    }
+    log.close().unwrap();
+}
+
+/// From here every new file and every allocation fails with ENOSPC (until the failpoints go).
+fn fill_the_disk() {
+    fail::cfg("fallocate_enospc", "return").unwrap();
+    fail::cfg("new_file_enospc", "return").unwrap();
 }
