@@ -12,7 +12,7 @@ use std::path::Path;
 use common::child::CHILD_DIR;
 use common::{copy_dir, file_names};
 use strata_log::internals::CRASH_EXIT_CODE;
-use strata_log::{Log, LogConfig, Record};
+use strata_log::{LogConfig, Record};
 
 fn config() -> LogConfig {
     LogConfig { segment_bytes: 2048, index_interval_bytes: 128, file_delete_delay_ms: 0, ..LogConfig::default() }
@@ -20,7 +20,7 @@ fn config() -> LogConfig {
 
 /// Superseded records with unique ones between them, over many segments (several groups).
 fn build(dir: &Path) {
-    let log = Log::open(dir, config()).unwrap();
+    let log = common::open_unlocked(dir, config()).unwrap();
     for round in 0..60 {
         for key in 0..4 {
             log.append(&[Record::new(format!("old-{round}").as_bytes()).with_key(format!("key-{key}").as_bytes())])
@@ -32,7 +32,7 @@ fn build(dir: &Path) {
 }
 
 fn contents(dir: &Path) -> BTreeMap<u64, (Vec<u8>, Vec<u8>)> {
-    let log = Log::open(dir, config()).unwrap();
+    let log = common::open_unlocked(dir, config()).unwrap();
     let mut out = BTreeMap::new();
     let mut next = log.start_offset();
     while next < log.next_offset() {
@@ -57,7 +57,7 @@ fn child_process() {
         own.path().to_path_buf()
     });
     let _scenario = fail::FailScenario::setup();
-    let log = Log::open(&dir, config()).unwrap();
+    let log = common::open_unlocked(&dir, config()).unwrap();
     log.compact().unwrap();
     log.close().unwrap();
 }
@@ -74,7 +74,7 @@ fn a_crash_at_each_compaction_step_leaves_the_old_or_the_new_segments() {
     // What a completed pass gives, from a copy.
     let done = tempfile::tempdir().unwrap();
     copy_dir(template.path(), done.path());
-    Log::open(done.path(), config()).unwrap().compact().unwrap().unwrap();
+    common::open_unlocked(done.path(), config()).unwrap().compact().unwrap().unwrap();
     let compacted = contents(done.path());
     assert!(compacted.len() < old.len());
 
@@ -107,12 +107,12 @@ fn a_crash_at_each_compaction_step_leaves_the_old_or_the_new_segments() {
 fn an_unclean_reopen_after_a_pass_keeps_it() {
     let dir = tempfile::tempdir().unwrap();
     build(dir.path());
-    let log = Log::open(dir.path(), config()).unwrap();
+    let log = common::open_unlocked(dir.path(), config()).unwrap();
     log.compact().unwrap().unwrap();
     let crashed = tempfile::tempdir().unwrap();
     copy_dir(dir.path(), crashed.path());
     drop(log);
-    let reopened = Log::open(crashed.path(), config()).unwrap();
+    let reopened = common::open_unlocked(crashed.path(), config()).unwrap();
     assert!(!reopened.recovery_report().clean_shutdown);
     drop(reopened);
     assert_eq!(contents(crashed.path()), contents(dir.path()));

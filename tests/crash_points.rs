@@ -16,7 +16,7 @@ use common::child::{Writer, WriterOptions, recover};
 use common::{check_recovered, value_of};
 use strata_log::internals::CRASH_EXIT_CODE;
 use strata_log::internals::Checkpoint;
-use strata_log::{Log, LogConfig, Record};
+use strata_log::{LogConfig, Record};
 
 const SEGMENT_BYTES: u64 = 1024;
 
@@ -120,7 +120,7 @@ fn crash_at_open_right_after_the_marker_is_deleted() {
 
 /// A clean log of several segments; returns the `.log` names in order.
 fn build(dir: &Path, records: u64) -> Vec<String> {
-    let log = Log::open(dir, config()).unwrap();
+    let log = common::open_unlocked(dir, config()).unwrap();
     for offset in 0..records {
         log.append(&[Record::new(&value_of(offset))]).unwrap();
     }

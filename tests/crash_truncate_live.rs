@@ -14,7 +14,7 @@ use std::process::Stdio;
 
 use common::child::CHILD_DIR;
 use common::{file_names, read_all};
-use strata_log::{FlushPolicy, Log, LogConfig, Record};
+use strata_log::{FlushPolicy, LogConfig, Record};
 
 const OLD: u64 = 400;
 const CHILD_OP: &str = "STRATA_CHILD_OP";
@@ -34,7 +34,7 @@ fn new(offset: u64) -> Vec<u8> {
 
 /// A log of `OLD` records, each its own batch, closed cleanly.
 fn old_log(dir: &Path) {
-    let log = Log::open(dir, config()).unwrap();
+    let log = common::open_unlocked(dir, config()).unwrap();
     for offset in 0..OLD {
         log.append(&[Record::new(&old(offset))]).unwrap();
     }
@@ -60,7 +60,7 @@ fn child_process() {
     let dir: std::path::PathBuf = dir;
     #[cfg(feature = "failpoints")]
     let _scenario = fail::FailScenario::setup();
-    let log = Log::open(&dir, LogConfig { flush_policy: FlushPolicy::Never, ..config() }).unwrap();
+    let log = common::open_unlocked(&dir, LogConfig { flush_policy: FlushPolicy::Never, ..config() }).unwrap();
     let parts: Vec<&str> = op.split(':').collect();
     let (at, appends): (u64, u64) = (parts[1].parse().unwrap(), parts[2].parse().unwrap());
     let next = match parts[0] {
@@ -105,7 +105,7 @@ fn run_child(dir: &Path, op: &str, failpoints: Option<&str>) -> (Option<i32>, Op
 /// Every record in the reopened log is its offset's old value below `cut` and new value from it
 /// on, with `next` as the log's end; nothing temporary is left.
 fn check(dir: &Path, start: u64, cut: u64, next: u64) {
-    let log = Log::open(dir, config()).unwrap();
+    let log = common::open_unlocked(dir, config()).unwrap();
     assert_eq!((log.start_offset(), log.next_offset()), (start, next));
     let records = read_all(&log, start, 1 << 16);
     assert_eq!(records.len() as u64, next - start);
@@ -155,7 +155,7 @@ fn a_crash_at_each_step_of_a_truncation_leaves_the_old_or_the_new_log() {
         old_log(dir.path());
         let (code, _) = run_child(dir.path(), &format!("truncate:{cut}:10"), Some(&format!("{point}=return")));
         assert_eq!(code, Some(CRASH_EXIT_CODE), "{point} was reached");
-        let log = Log::open(dir.path(), config()).unwrap();
+        let log = common::open_unlocked(dir.path(), config()).unwrap();
         let next = log.next_offset();
         drop(log);
         // Not truncated yet (the old log, or a prefix of it still holding every record below the
@@ -180,7 +180,7 @@ fn a_crash_at_each_step_of_a_reset_leaves_the_old_or_the_new_log() {
             old_log(dir.path());
             let (code, _) = run_child(dir.path(), &format!("reset:{at}:10"), Some(&format!("{point}=return")));
             assert_eq!(code, Some(CRASH_EXIT_CODE), "{point}");
-            let log = Log::open(dir.path(), config()).unwrap();
+            let log = common::open_unlocked(dir.path(), config()).unwrap();
             let (start, next) = (log.start_offset(), log.next_offset());
             drop(log);
             assert_eq!((start, next), (at, at), "{point}, reset_at({at}): the reset completed");

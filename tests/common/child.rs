@@ -21,7 +21,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::thread::JoinHandle;
 
 use strata_log::internals::inspect::{self, RecoverOptions};
-use strata_log::{Log, LogConfig, Record};
+use strata_log::{LogConfig, Record};
 
 use super::{check_recovered, value_of};
 
@@ -226,7 +226,7 @@ pub fn main() {
 /// Appends the lines of `input` to the log in `dir`, `options.batch` per append, printing
 /// `ack <offset>` for each record once acknowledged; at the end of the input, closes the log.
 fn write(dir: &Path, options: &WriterOptions, input: impl BufRead, out: &mut impl Write) {
-    let log = Log::open(dir, options.config()).unwrap();
+    let log = super::open_unlocked(dir, options.config()).unwrap();
     let mut lines = input.split(b'\n');
     let mut pending = Vec::with_capacity(options.batch);
     loop {

@@ -13,6 +13,23 @@ use strata_log::{Header, Log, LogConfig, Record, RecordView};
 /// A config with tiny segments and indexes, so a few hundred records roll many segments and add
 /// many index entries.
 /// Durability is not what these tests are about: no fsync per append (`FlushPolicy::Never`).
+/// `Log::open`, retried while it fails with `Error::Locked` (up to 5 s): a test binary that starts
+/// children from several threads hands each child, between its fork and its exec, a copy of
+/// every descriptor open at that moment — a `Log` this process just closed included — so its
+/// directory lock outlives the close by a moment. Only tests that spawn children need this.
+#[allow(dead_code)]
+pub fn open_unlocked(dir: &Path, config: LogConfig) -> strata_log::Result<Log> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match Log::open(dir, config.clone()) {
+            Err(strata_log::Error::Locked { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            other => return other,
+        }
+    }
+}
+
 pub fn small_config() -> LogConfig {
     LogConfig {
         segment_bytes: 4096,
