@@ -45,7 +45,10 @@ pub enum Error {
         /// under it, the end it was reading to).
         next: u64,
     },
-    /// Another `Log` (in this process or another) holds the directory lock.
+    /// Another `Log` (in this process or another) holds the directory lock. The lock is an
+    /// `flock` on a descriptor opened close-on-exec: a child process this program starts from
+    /// another thread holds a copy of it between its fork and its exec, so a reopen right after
+    /// a close can briefly see `Locked`; retry it.
     #[error("{path} is locked by another open log")]
     Locked {
         /// The lock file.
