@@ -185,6 +185,24 @@ pub const FOREIGN_SUFFIX: &str = ".foreign";
 pub const PREALLOC_SUFFIX: &str = ".prealloc";
 /// Suffix of a file being replaced atomically.
 pub const TMP_SUFFIX: &str = ".tmp";
+/// Record headers the message store writes on each message (DESIGN.md §11, docs/FORMAT.md
+/// "Message records"). A user property may not take a name with this prefix.
+pub const MESSAGE_HEADER_PREFIX: &str = "strata.";
+/// The topic, UTF-8.
+pub const MESSAGE_TOPIC_HEADER: &str = "strata.topic";
+/// The queue id, `u32` big-endian.
+pub const MESSAGE_QUEUE_HEADER: &str = "strata.queue";
+/// The queue offset, `u64` big-endian: a consume queue rebuilt from the log numbers the same.
+pub const MESSAGE_QUEUE_OFFSET_HEADER: &str = "strata.qoffset";
+/// The tag, UTF-8 (absent: no tag).
+pub const MESSAGE_TAG_HEADER: &str = "strata.tag";
+/// One per key, UTF-8, in the order given (the record key is the first).
+pub const MESSAGE_KEY_HEADER: &str = "strata.key";
+/// The producer's timestamp, `i64` big-endian milliseconds (absent: none given).
+pub const MESSAGE_BORN_HEADER: &str = "strata.born";
+/// The longest topic name, in bytes (a topic names a directory).
+pub const MAX_TOPIC_LEN: usize = 127;
+const _: () = assert!(MESSAGE_TOPIC_HEADER.len() > MESSAGE_HEADER_PREFIX.len());
 /// The directory lock file.
 pub const LOCK_FILE: &str = ".lock";
 /// The checkpoint file.

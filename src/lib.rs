@@ -19,6 +19,7 @@ pub mod internals;
 mod log;
 mod producer;
 mod records;
+mod store;
 mod storage;
 
 pub use clock::{Clock, ManualClock};

@@ -1,0 +1,340 @@
+//! A message of the store, and how it is one record of the commit log (docs/FORMAT.md "Message
+//! records"): value = body, key = the first key, headers = topic, queue, queue offset, tag, keys,
+//! born timestamp and user properties.
+
+use crate::format::{
+    MAX_TOPIC_LEN, MESSAGE_BORN_HEADER, MESSAGE_HEADER_PREFIX, MESSAGE_KEY_HEADER, MESSAGE_QUEUE_HEADER,
+    MESSAGE_QUEUE_OFFSET_HEADER, MESSAGE_TAG_HEADER, MESSAGE_TOPIC_HEADER,
+};
+use crate::log::{Header, Record, RecordView};
+use crate::store::error::{StoreError, StoreResult};
+
+/// A message to put: a body for a topic's queue, with an optional tag, keys (each indexed for
+/// `query_by_key`), properties and the producer's timestamp.
+///
+/// ```ignore
+/// let message = Message::new("orders", 3, b"{\"id\": 17}")
+///     .with_tag("created")
+///     .with_keys(["order-17"])
+///     .with_property("source", b"web");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    topic: String,
+    queue_id: u32,
+    body: Vec<u8>,
+    tag: Option<String>,
+    keys: Vec<String>,
+    properties: Vec<(String, Vec<u8>)>,
+    born_timestamp_ms: Option<i64>,
+}
+
+impl Message {
+    /// A message with `body` for queue `queue_id` of `topic`.
+    pub fn new(topic: impl Into<String>, queue_id: u32, body: impl Into<Vec<u8>>) -> Message {
+        Message {
+            topic: topic.into(),
+            queue_id,
+            body: body.into(),
+            tag: None,
+            keys: Vec::new(),
+            properties: Vec::new(),
+            born_timestamp_ms: None,
+        }
+    }
+
+    /// Sets the tag (one per message, as RocketMQ's): consumers can filter a queue by it.
+    pub fn with_tag(mut self, tag: impl Into<String>) -> Message {
+        self.tag = Some(tag.into());
+        self
+    }
+
+    /// Sets the keys; every key is indexed (`query_by_key`), the first is the record's key.
+    pub fn with_keys<K: Into<String>>(mut self, keys: impl IntoIterator<Item = K>) -> Message {
+        self.keys = keys.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Adds a user property (a name not starting with `strata.`).
+    pub fn with_property(mut self, name: impl Into<String>, value: impl Into<Vec<u8>>) -> Message {
+        self.properties.push((name.into(), value.into()));
+        self
+    }
+
+    /// Sets the producer's timestamp (kept in a header; the record's timestamp is the store's
+    /// append time, so it never goes backwards and time lookups can binary-search).
+    pub fn with_born_timestamp(mut self, timestamp_ms: i64) -> Message {
+        self.born_timestamp_ms = Some(timestamp_ms);
+        self
+    }
+
+    /// The topic.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The queue id.
+    pub fn queue_id(&self) -> u32 {
+        self.queue_id
+    }
+
+    /// The body.
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
+
+    /// The tag, if any.
+    pub fn tag(&self) -> Option<&str> {
+        self.tag.as_deref()
+    }
+
+    /// The keys.
+    pub fn keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    /// Checks what the store can hold: a valid topic name, a queue id below `max_queues`,
+    /// non-empty tag and keys, property names outside the reserved prefix.
+    pub(crate) fn validate(&self, max_queues: u32) -> StoreResult<()> {
+        validate_topic(&self.topic)?;
+        if self.queue_id >= max_queues {
+            return Err(StoreError::InvalidQueue { queue_id: self.queue_id, max: max_queues });
+        }
+        let invalid = |what, name: &str, reason| StoreError::InvalidField { what, name: name.to_owned(), reason };
+        if let Some(tag) = &self.tag
+            && tag.is_empty()
+        {
+            return Err(invalid("tag", tag, "empty (leave the tag out instead)"));
+        }
+        if let Some(key) = self.keys.iter().find(|k| k.is_empty()) {
+            return Err(invalid("key", key, "empty"));
+        }
+        for (name, _) in &self.properties {
+            if name.is_empty() {
+                return Err(invalid("property", name, "empty name"));
+            }
+            if name.starts_with(MESSAGE_HEADER_PREFIX) {
+                return Err(invalid("property", name, "names starting with `strata.` are the store's"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls `f` with the record this message is at `queue_offset` (its headers live on this
+    /// stack frame, so the record borrows them).
+    pub(crate) fn with_record<R>(&self, queue_offset: u64, f: impl FnOnce(&Record<'_>) -> R) -> R {
+        let queue = self.queue_id.to_be_bytes();
+        let offset = queue_offset.to_be_bytes();
+        let born = self.born_timestamp_ms.map(i64::to_be_bytes);
+        let mut headers = Vec::with_capacity(5 + self.keys.len() + self.properties.len());
+        headers.push(header(MESSAGE_TOPIC_HEADER, self.topic.as_bytes()));
+        headers.push(header(MESSAGE_QUEUE_HEADER, &queue));
+        headers.push(header(MESSAGE_QUEUE_OFFSET_HEADER, &offset));
+        if let Some(tag) = &self.tag {
+            headers.push(header(MESSAGE_TAG_HEADER, tag.as_bytes()));
+        }
+        headers.extend(self.keys.iter().map(|key| header(MESSAGE_KEY_HEADER, key.as_bytes())));
+        if let Some(born) = &born {
+            headers.push(header(MESSAGE_BORN_HEADER, born));
+        }
+        headers.extend(self.properties.iter().map(|(name, value)| Header { key: name.as_str(), value: Some(value) }));
+        let mut record = Record::new(&self.body).with_headers(&headers);
+        if let Some(key) = self.keys.first() {
+            record = record.with_key(key.as_bytes());
+        }
+        f(&record)
+    }
+}
+
+/// A header of a message's record.
+fn header<'a>(key: &'a str, value: &'a [u8]) -> Header<'a> {
+    Header { key, value: Some(value) }
+}
+
+/// `Ok` if `topic` can name a topic: 1 to 127 bytes of `[A-Za-z0-9._-]`, not `.` or `..` (it
+/// names a directory, so no `/`, `\` or NUL can reach the file system).
+pub fn validate_topic(topic: &str) -> StoreResult<()> {
+    let invalid = |reason| Err(StoreError::InvalidTopic { topic: topic.to_owned(), reason });
+    if topic.is_empty() {
+        return invalid("empty");
+    }
+    if topic == "." || topic == ".." {
+        return invalid("`.` and `..` name directories");
+    }
+    if topic.len() > MAX_TOPIC_LEN {
+        return invalid("longer than 127 bytes");
+    }
+    if !topic.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')) {
+        return invalid("only letters, digits, `.`, `_` and `-` are allowed");
+    }
+    Ok(())
+}
+
+/// A message as stored: the record it is, with its store fields decoded.
+#[derive(Debug, Clone)]
+pub struct StoredMessage {
+    record: RecordView,
+    topic: String,
+    queue_id: u32,
+    queue_offset: u64,
+    tag: Option<String>,
+    keys: Vec<String>,
+    born_timestamp_ms: Option<i64>,
+}
+
+impl StoredMessage {
+    /// Decodes a record of the commit log; `StoreError::NotAMessage` if the store did not write it.
+    pub(crate) fn decode(record: RecordView) -> StoreResult<StoredMessage> {
+        let log_offset = record.offset();
+        let not = |reason| StoreError::NotAMessage { log_offset, reason };
+        let (mut topic, mut queue_id, mut queue_offset) = (None, None, None);
+        let (mut tag, mut keys, mut born) = (None, Vec::new(), None);
+        for header in record.headers() {
+            let value = header.value.unwrap_or_default();
+            let text = || std::str::from_utf8(value).map(str::to_owned).map_err(|_| not("a header is not UTF-8"));
+            match header.key {
+                MESSAGE_TOPIC_HEADER => topic = Some(text()?),
+                MESSAGE_QUEUE_HEADER => {
+                    queue_id = Some(u32::from_be_bytes(value.try_into().map_err(|_| not("malformed queue id"))?));
+                }
+                MESSAGE_QUEUE_OFFSET_HEADER => {
+                    let bytes = value.try_into().map_err(|_| not("malformed queue offset"))?;
+                    queue_offset = Some(u64::from_be_bytes(bytes));
+                }
+                MESSAGE_TAG_HEADER => tag = Some(text()?),
+                MESSAGE_KEY_HEADER => keys.push(text()?),
+                MESSAGE_BORN_HEADER => {
+                    born = Some(i64::from_be_bytes(value.try_into().map_err(|_| not("malformed born timestamp"))?));
+                }
+                _ => {}
+            }
+        }
+        Ok(StoredMessage {
+            topic: topic.ok_or_else(|| not("no topic header"))?,
+            queue_id: queue_id.ok_or_else(|| not("no queue header"))?,
+            queue_offset: queue_offset.ok_or_else(|| not("no queue offset header"))?,
+            tag,
+            keys,
+            born_timestamp_ms: born,
+            record,
+        })
+    }
+
+    /// The topic.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The queue id.
+    pub fn queue_id(&self) -> u32 {
+        self.queue_id
+    }
+
+    /// The message's offset in its queue.
+    pub fn queue_offset(&self) -> u64 {
+        self.queue_offset
+    }
+
+    /// The message's offset in the commit log.
+    pub fn log_offset(&self) -> u64 {
+        self.record.offset()
+    }
+
+    /// When the store appended it (ms since the epoch).
+    pub fn timestamp_ms(&self) -> i64 {
+        self.record.timestamp_ms()
+    }
+
+    /// The body.
+    pub fn body(&self) -> &[u8] {
+        self.record.value().unwrap_or_default()
+    }
+
+    /// The tag, if any.
+    pub fn tag(&self) -> Option<&str> {
+        self.tag.as_deref()
+    }
+
+    /// The keys, in the order given.
+    pub fn keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    /// The producer's timestamp, if it gave one.
+    pub fn born_timestamp_ms(&self) -> Option<i64> {
+        self.born_timestamp_ms
+    }
+
+    /// A user property's value (the first, if it was given more than once).
+    pub fn property(&self, name: &str) -> Option<&[u8]> {
+        if name.starts_with(MESSAGE_HEADER_PREFIX) {
+            return None;
+        }
+        self.record.headers().find(|h| h.key == name).and_then(|h| h.value)
+    }
+
+    /// The record's size in its batch (what a consume-queue entry stores).
+    pub fn encoded_len(&self) -> usize {
+        self.record.encoded_len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::LogConfig;
+    use crate::log::Log;
+
+    #[test]
+    fn a_message_round_trips_through_a_record() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = Log::open(dir.path(), LogConfig::default()).expect("open");
+        let message = Message::new("orders", 3, b"body".to_vec())
+            .with_tag("created")
+            .with_keys(["k1", "k2"])
+            .with_property("source", b"web".to_vec())
+            .with_born_timestamp(1_700_000_000_000);
+        message.validate(8).expect("valid");
+        message.with_record(41, |record| log.append(std::slice::from_ref(record))).expect("append");
+        let record = log.read(0, 1 << 20).expect("read").next().expect("one").expect("valid");
+        let stored = StoredMessage::decode(record).expect("a message");
+        assert_eq!((stored.topic(), stored.queue_id(), stored.queue_offset()), ("orders", 3, 41));
+        assert_eq!((stored.body(), stored.tag()), (&b"body"[..], Some("created")));
+        assert_eq!(stored.keys(), ["k1", "k2"]);
+        assert_eq!(stored.born_timestamp_ms(), Some(1_700_000_000_000));
+        assert_eq!(stored.property("source"), Some(&b"web"[..]));
+        assert_eq!(stored.property("strata.topic"), None, "reserved names are not properties");
+        assert_eq!(stored.log_offset(), 0);
+        assert!(stored.encoded_len() > 4);
+    }
+
+    #[test]
+    fn a_record_the_store_did_not_write_is_not_a_message() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = Log::open(dir.path(), LogConfig::default()).expect("open");
+        log.append(&[Record::new(b"plain")]).expect("append");
+        let record = log.read(0, 1 << 20).expect("read").next().expect("one").expect("valid");
+        assert!(matches!(StoredMessage::decode(record), Err(StoreError::NotAMessage { log_offset: 0, .. })));
+    }
+
+    #[test]
+    fn topics_that_could_escape_their_directory_are_refused() {
+        for bad in ["", ".", "..", "a/b", "a\\b", "nul\0", "sp ace", "é", &"x".repeat(128)] {
+            assert!(matches!(validate_topic(bad), Err(StoreError::InvalidTopic { .. })), "{bad:?}");
+        }
+        for good in ["orders", "a.b-c_d", "X", &"x".repeat(127), "..."] {
+            validate_topic(good).unwrap_or_else(|e| panic!("{good:?}: {e}"));
+        }
+    }
+
+    #[test]
+    fn bad_fields_are_refused_before_anything_is_stored() {
+        let base = || Message::new("t", 0, b"x".to_vec());
+        assert!(matches!(base().validate(0), Err(StoreError::InvalidQueue { queue_id: 0, max: 0 })));
+        assert!(matches!(base().with_tag("").validate(1), Err(StoreError::InvalidField { what: "tag", .. })));
+        assert!(matches!(base().with_keys([""]).validate(1), Err(StoreError::InvalidField { what: "key", .. })));
+        let reserved = base().with_property("strata.queue", b"7".to_vec());
+        assert!(matches!(reserved.validate(1), Err(StoreError::InvalidField { what: "property", .. })));
+        base().validate(1).expect("valid");
+    }
+}
