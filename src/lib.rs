@@ -19,8 +19,8 @@ pub mod internals;
 mod log;
 mod producer;
 mod records;
-mod store;
 mod storage;
+mod store;
 
 pub use clock::{Clock, ManualClock};
 pub use config::{CleanupPolicy, FlushPolicy, LogConfig, ReadPath, RecoveryMode};
