@@ -185,6 +185,18 @@ pub const FOREIGN_SUFFIX: &str = ".foreign";
 pub const PREALLOC_SUFFIX: &str = ".prealloc";
 /// Suffix of a file being replaced atomically.
 pub const TMP_SUFFIX: &str = ".tmp";
+/// The message store's checkpoint file (`<root>/store.checkpoint`): `[magic 4]["SSCP"][version
+/// u16][dispatched_up_to u64][crc32 u32 of the bytes before it]`.
+pub const STORE_CHECKPOINT_FILE: &str = "store.checkpoint";
+/// Its magic.
+pub const STORE_CHECKPOINT_MAGIC: [u8; 4] = *b"SSCP";
+/// Its version.
+pub const STORE_CHECKPOINT_VERSION: u16 = 1;
+/// Its length.
+pub const STORE_CHECKPOINT_LEN: usize = 4 + 2 + 8 + 4;
+const _: () = assert!(STORE_CHECKPOINT_LEN == 18);
+/// Exists while a message store is open: present at open means the last run did not close.
+pub const STORE_ABORT_FILE: &str = "abort";
 /// Record headers the message store writes on each message (DESIGN.md §11, docs/FORMAT.md
 /// "Message records"). A user property may not take a name with this prefix.
 pub const MESSAGE_HEADER_PREFIX: &str = "strata.";

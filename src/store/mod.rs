@@ -6,6 +6,7 @@
 // Until `MessageStore` uses the building blocks (issue 11 in progress).
 #![allow(dead_code)]
 
+pub(crate) mod checkpoint;
 pub(crate) mod consumer_offsets;
 pub(crate) mod error;
 pub(crate) mod message;
