@@ -8,5 +8,6 @@
 
 pub(crate) mod checkpoint;
 pub(crate) mod consumer_offsets;
+pub(crate) mod dispatch;
 pub(crate) mod error;
 pub(crate) mod message;
