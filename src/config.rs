@@ -220,7 +220,7 @@ impl LogConfig {
     }
 }
 
-fn check(field: &'static str, value: u64, min: u64, max: u64) -> Result<()> {
+pub(crate) fn check(field: &'static str, value: u64, min: u64, max: u64) -> Result<()> {
     if (min..=max).contains(&value) {
         Ok(())
     } else {

@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod checkpoint;
+pub(crate) mod config;
 pub(crate) mod consumer_offsets;
 pub(crate) mod dispatch;
 pub(crate) mod error;

@@ -1,0 +1,91 @@
+//! The message store's configuration, with documented defaults, validated once at open.
+
+use crate::config::{CleanupPolicy, LogConfig, check};
+use crate::error::{Error, Result};
+use crate::format::{BATCH_HEADER_LEN, CQ_ENTRIES_PER_FILE};
+
+/// How a `MessageStore` is laid out and behaves. `StoreConfig::default()` is RocketMQ's
+/// defaults where they apply.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct StoreConfig {
+    /// The commit log's configuration (flush policy, segment size, retention; by default
+    /// `LogConfig::default()` with 16 MiB batches). Its cleanup policy
+    /// must be `Delete`: compaction keeps the latest record per record key, and a message's key
+    /// is not unique across topics.
+    pub log: LogConfig,
+    /// Entries per consume-queue file (20 bytes each). Default 300,000 (6 MB files).
+    pub queue_entries_per_file: u64,
+    /// Hash slots per index file. Default 5,000,000.
+    pub index_slots: u32,
+    /// Entries per index file (each key of each message is one). Default 20,000,000.
+    pub index_entries: u32,
+    /// Queues a topic may have (queue ids `0..max_queues_per_topic`). Default 1,024.
+    pub max_queues_per_topic: u32,
+    /// The largest message, encoded (body, keys, tag, properties and the store's headers).
+    /// Default 4 MiB (RocketMQ's).
+    pub max_message_bytes: u64,
+    /// How often committed consumer offsets are written to `offsets.json`. Default 5,000 ms.
+    pub offsets_flush_ms: u64,
+    /// How often the consume queues and index files are flushed and the store checkpoint
+    /// written. Default 1,000 ms.
+    pub flush_interval_ms: u64,
+    /// Entries `get_messages` examines at most in one call (RocketMQ's 16,000).
+    pub max_entries_examined: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> StoreConfig {
+        StoreConfig {
+            // Room for a batch of a few messages of the largest size.
+            log: LogConfig { max_batch_bytes: 16 << 20, ..LogConfig::default() },
+            queue_entries_per_file: CQ_ENTRIES_PER_FILE,
+            index_slots: 5_000_000,
+            index_entries: 20_000_000,
+            max_queues_per_topic: 1_024,
+            max_message_bytes: 4 << 20,
+            offsets_flush_ms: 5_000,
+            flush_interval_ms: 1_000,
+            max_entries_examined: 16_000,
+        }
+    }
+}
+
+impl StoreConfig {
+    /// Checks every field (and the log's configuration).
+    pub fn validate(&self) -> Result<()> {
+        self.log.validate()?;
+        if self.log.cleanup_policy != CleanupPolicy::Delete {
+            let reason = "the store's commit log cannot be compacted: a message key is not unique across topics".into();
+            return Err(Error::InvalidConfig { field: "log.cleanup_policy", reason });
+        }
+        check("queue_entries_per_file", self.queue_entries_per_file, 1, u64::from(u32::MAX))?;
+        check("index_slots", u64::from(self.index_slots), 1, u64::from(u32::MAX))?;
+        check("index_entries", u64::from(self.index_entries), 2, u64::from(u32::MAX))?;
+        check("max_queues_per_topic", u64::from(self.max_queues_per_topic), 1, u64::from(u32::MAX))?;
+        // One message alone in its batch must fit the log's batch limit.
+        let largest = self.log.max_batch_bytes.saturating_sub(BATCH_HEADER_LEN as u64);
+        check("max_message_bytes", self.max_message_bytes, 1, largest)?;
+        check("offsets_flush_ms", self.offsets_flush_ms, 1, u64::MAX)?;
+        check("flush_interval_ms", self.flush_interval_ms, 1, u64::MAX)?;
+        check("max_entries_examined", self.max_entries_examined, 1, u64::MAX)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_are_valid_and_compaction_is_refused() {
+        StoreConfig::default().validate().expect("defaults");
+        let compacted = StoreConfig {
+            log: LogConfig { cleanup_policy: CleanupPolicy::Compact, ..LogConfig::default() },
+            ..StoreConfig::default()
+        };
+        assert!(matches!(compacted.validate(), Err(Error::InvalidConfig { field: "log.cleanup_policy", .. })));
+        let too_big = StoreConfig { max_message_bytes: u64::MAX, ..StoreConfig::default() };
+        assert!(matches!(too_big.validate(), Err(Error::InvalidConfig { field: "max_message_bytes", .. })));
+    }
+}
