@@ -17,25 +17,27 @@
 //!
 //! Readers take no lock. They check at once that every record they read is well formed (its
 //! value and key are a function of a unique append id) and that offsets strictly increase; they
-//! check later (once all threads stopped) that the id was appended at that very offset, and that
-//! a read no truncation, reset or prefix removal overlapped skipped nothing but superseded
-//! records. An error is legitimate only if: `Truncated` — a truncation or reset overlapped the
+//! check (later, once all threads stopped, if its appender had not registered it yet) that the id
+//! was appended at that very offset and, if before the read began, was not removed by a
+//! truncation or reset by then; and that a read no truncation, reset or prefix removal overlapped
+//! skipped nothing but superseded records. An error is legitimate only if: `Truncated` — a truncation or reset overlapped the
 //! call; `OffsetOutOfRange` — the offset was below the start or past the next offset before the
 //! call (a read from the visible end to the next offset is empty), or a truncation, reset or
 //! prefix removal overlapped it. Anything else (`Corrupt`,
 //! `Io`, a panic, a hang) fails the test.
 //!
-//! Three more roles use the owned APIs. A `Cursor` tails the log with `next_batch` and
-//! `next_batch_wait` (small `max_bytes`, short timeouts), and is now and then sought, dropped and
-//! made again; its records get the readers' checks, and across calls its offsets strictly increase
-//! until it reports `Truncated` (legitimate only if a truncation or reset began since its previous
-//! call began: that is the one it reports) or is sought. An interrupter stops its waits
-//! (`Interrupted` is legitimate only while the cursor has had fewer than it was sent, and a wait
-//! an interrupt reached more than two seconds before its deadline must not time out). A third
-//! role appends with `append_nowait` and hands each batch to `on_durable`; see
-//! [`check_callbacks`] for what is checked of the calls once the log is closed. Its batches are
-//! not waited for, so under `Always` the visible end may trail the next offset until the syncer's
-//! round: quiet-log checks first give it that round ([`quiet_offsets`]).
+//! Three more roles use the owned APIs: a cursor, its interrupter, durability callbacks. A
+//! `Cursor` tails the log with `next_batch` and `next_batch_wait` (small `max_bytes`, short
+//! timeouts), and is now and then sought, dropped and made again; its records get the readers'
+//! checks, and across calls its offsets strictly increase until it reports `Truncated`
+//! (legitimate only if a truncation or reset began since its previous call began: that is the one
+//! it reports) or is sought. An interrupter stops its waits (`Interrupted` is legitimate only
+//! while the cursor has had fewer than it was sent, and a wait an interrupt reached more than two
+//! seconds before its deadline must not time out). The last role appends with `append_nowait` and
+//! hands each batch to `on_durable`; see [`check_callbacks`] for what is checked of the calls once
+//! the log is closed. Its batches are not waited for, so under `Always` the visible end may trail
+//! the next offset until the syncer's round: quiet-log checks first give it that round
+//! ([`quiet_offsets`]).
 //!
 //! A third test, `stress_prefix_removal_and_compaction_vs_reset`, races `delete_records_before`
 //! and `compact` against `reset_at` directly (the model-based tests never overlap those two).
@@ -518,7 +520,7 @@ fn check_record(
 
 /// What a read from `from` returned (`seen`: offset and id): each id must have been appended at
 /// the offset it was read at (checked now, or once every thread stopped if its appender has not
-/// registered it yet). `gaps`: the read returned all it found and no truncation, reset or prefix
+/// registered it yet), and not removed by a truncation or reset before the call. `gaps`: the read returned all it found and no truncation, reset or prefix
 /// removal overlapped it (`Before`); the offsets it skipped are then noted for
 /// [`check_observations`] (only superseded records may be skipped): from `from` up to each record,
 /// and from after the last one (or from `from`) up to the `Some` offset given. Returns `false`
@@ -535,6 +537,14 @@ fn note_seen(
     let mut model = ctx.model.lock();
     for &(o, id) in seen {
         match model.assigned.get(&id) {
+            // Appended before the call began: it must not have been removed by then (a truncation
+            // the model knows of finished before the call; one running may still be unknown).
+            Some(a) if a.offset == o && a.epoch <= before.epoch && model.holder_at(o, before.epoch) != Some(id) => {
+                let (epoch, now) = (a.epoch, before.epoch);
+                drop(model);
+                ctx.fail(who, format!("{call}({from}): returned id {id} at offset {o} (appended in epoch {epoch}), but a truncation or reset had removed it before the call (epoch {now})"));
+                return false;
+            }
             Some(a) if a.offset == o => {}
             Some(a) => {
                 let at = a.offset;
@@ -623,7 +633,7 @@ fn reader(ctx: &Ctx, log: &Log, thread: usize, mut rng: StdRng) {
             _ => start,
         };
         if checked_read(ctx, "reader", log, offset, SIZES[rng.random_range(0..SIZES.len())], &mut rng).is_none() {
-            // Leave the cores to the writers for a moment (2 cores, 8 threads).
+            // Leave the cores to the writers for a moment (2 cores, 11 threads).
             std::thread::sleep(Duration::from_micros(rng.random_range(0..300)));
         }
         std::thread::yield_now();
