@@ -17,13 +17,27 @@
 //!
 //! Readers take no lock. They check at once that every record they read is well formed (its
 //! value and key are a function of a unique append id) and that offsets strictly increase; they
-//! check later (once all threads stopped) that the id was appended at that very offset, and that
-//! a read no truncation, reset or prefix removal overlapped skipped nothing but superseded
-//! records. An error is legitimate only if: `Truncated` — a truncation or reset overlapped the
+//! check (later, once all threads stopped, if its appender had not registered it yet) that the id
+//! was appended at that very offset and, if before the read began, was not removed by a
+//! truncation or reset by then; and that a read no truncation, reset or prefix removal overlapped
+//! skipped nothing but superseded records. An error is legitimate only if: `Truncated` — a truncation or reset overlapped the
 //! call; `OffsetOutOfRange` — the offset was below the start or past the next offset before the
 //! call (a read from the visible end to the next offset is empty), or a truncation, reset or
 //! prefix removal overlapped it. Anything else (`Corrupt`,
 //! `Io`, a panic, a hang) fails the test.
+//!
+//! Three more roles use the owned APIs: a cursor, its interrupter, durability callbacks. A
+//! `Cursor` tails the log with `next_batch` and `next_batch_wait` (small `max_bytes`, short
+//! timeouts), and is now and then sought, dropped and made again; its records get the readers'
+//! checks, and across calls its offsets strictly increase until it reports `Truncated`
+//! (legitimate only if a truncation or reset began since its previous call began: that is the one
+//! it reports) or is sought. An interrupter stops its waits (`Interrupted` is legitimate only
+//! while the cursor has had fewer than it was sent, and a wait an interrupt reached more than two
+//! seconds before its deadline must not time out). The last role appends with `append_nowait` and
+//! hands each batch to `on_durable`; see [`check_callbacks`] for what is checked of the calls once
+//! the log is closed. Its batches are not waited for, so under `Always` the visible end may trail
+//! the next offset until the syncer's round: quiet-log checks first give it that round
+//! ([`quiet_offsets`]).
 //!
 //! A third test, `stress_prefix_removal_and_compaction_vs_reset`, races `delete_records_before`
 //! and `compact` against `reset_at` directly (the model-based tests never overlap those two).
@@ -39,17 +53,17 @@
 
 mod common;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use strata_log::{Clock, Error, FlushPolicy, Log, LogConfig, Record};
+use strata_log::{AppendInfo, Clock, Cursor, CursorInterrupt, Error, FlushPolicy, Log, LogConfig, Record, RecordView};
 
 /// Distinct keys keyed records use: few enough that most keyed records get superseded.
 const KEYS: u64 = 24;
@@ -113,6 +127,13 @@ struct Model {
     superseded: HashSet<u64>,
     /// cut of each truncation: `cuts[e - 1]` moved the content epoch from e - 1 to e (0 for a reset).
     cuts: Vec<u64>,
+    /// Parallel to `cuts`: the cut as the log notes it for waiters and durability callbacks
+    /// (`u64::MAX` if it noted none: a failed truncation, or one at or past the end; a reset's is
+    /// `min(start, offset)`), and the `Durables::clock` stamp taken once the call returned.
+    noted_cuts: Vec<(u64, u64)>,
+    /// Ids whose batch a durability callback reported durable before the directory was copied
+    /// (under `Never`, an unclean reopen must keep them).
+    durable_acked: HashSet<u64>,
     epoch: u64,
     seq: u64,
     /// Registrations up to this `seq` were covered by a successful `flush` (or a clean close).
@@ -166,9 +187,16 @@ impl Model {
         doomed.into_iter().for_each(|o| self.forget(o));
     }
 
-    fn truncated(&mut self, cut: u64) {
+    fn truncated(&mut self, cut: u64, noted: u64, stamp: u64) {
         self.epoch += 1;
         self.cuts.push(cut);
+        self.noted_cuts.push((noted, stamp));
+    }
+
+    /// Whether a truncation or reset after epoch `epoch` noted a cut at or below `last_offset`
+    /// (then a callback or wait for the batch ending there gets `Truncated`).
+    fn cut_since(&self, epoch: u64, last_offset: u64) -> bool {
+        self.noted_cuts[epoch as usize..].iter().any(|&(cut, _)| cut <= last_offset)
     }
 
     /// The id offset `x` held during epoch `epoch`, if any record was there.
@@ -207,13 +235,90 @@ struct Stats {
     legit_errors: AtomicU64,
     tolerated: AtomicU64,
     reopens: AtomicU64,
+    cursor_calls: AtomicU64,
+    cursor_records: AtomicU64,
+    cursor_errors: AtomicU64,
+    cursors_made: AtomicU64,
+    interrupts: AtomicU64,
+    interrupted: AtomicU64,
+    callbacks: AtomicU64,
+    callbacks_ok: AtomicU64,
+    callbacks_truncated: AtomicU64,
+    callbacks_closed: AtomicU64,
+    /// Ok calls whose durable offset could be checked (no truncation began since registration).
+    durable_checked: AtomicU64,
+    /// Calls that ran while a callback of a lower key was known to be pending (order checked).
+    order_checked: AtomicU64,
+}
+
+/// What the `on_durable` role's callbacks share with the checks: `'static`, the log calls them on
+/// its own threads (the syncer, a flush, a truncation, the close).
+#[derive(Default)]
+struct Durables {
+    /// One order for registrations, calls, truncations and the close: each takes a stamp.
+    clock: AtomicU64,
+    /// This log's registrations (cleared once checked, after its close).
+    registrations: Mutex<Vec<Arc<Registration>>>,
+    /// Every call, in the order they were made.
+    calls: Mutex<Vec<Call>>,
+    /// The stamp taken before the log was closed (`u64::MAX` while open).
+    closing: AtomicU64,
+}
+
+impl Durables {
+    fn stamp(&self) -> u64 {
+        self.clock.fetch_add(1, Ordering::SeqCst) + 1
+    }
+}
+
+/// One `on_durable` registration.
+struct Registration {
+    index: usize,
+    first_id: u64,
+    records: u64,
+    last_offset: u64,
+    /// The model's content epoch when the batch was appended.
+    epoch: u64,
+    /// Stamps just before `on_durable` was called and just after it returned.
+    before: u64,
+    after: AtomicU64,
+    /// `Ops::trunc_started` and `trunc_finished` before `on_durable` was called.
+    trunc_started: u64,
+    trunc_finished: u64,
+    /// How many times its callback was called.
+    calls: AtomicU64,
+}
+
+/// One call of a durability callback.
+struct Call {
+    registration: usize,
+    stamp: u64,
+    outcome: Result<(), Error>,
+    /// `durable_offset()` read in the callback (after the stamp), if the log was still shared.
+    durable: Option<u64>,
+    /// `Ops::trunc_started` read after it.
+    trunc_started: u64,
+}
+
+/// The cursor role's cursor as the interrupter sees it.
+#[derive(Default)]
+struct CursorShared {
+    /// The current cursor's interrupt handle, and when each interrupt was sent to it.
+    slot: Mutex<Option<(CursorInterrupt, Vec<Instant>)>>,
+    /// The cursor is in a long wait: interrupt it soon.
+    long_wait: AtomicBool,
 }
 
 struct Ctx {
     policy: FlushPolicy,
     model: Mutex<Model>,
     content: RwLock<()>,
-    ops: Ops,
+    /// Shared: durability callbacks read it.
+    ops: Arc<Ops>,
+    durables: Arc<Durables>,
+    cursor: CursorShared,
+    /// The log of this phase, for the callbacks (which must not keep it alive).
+    log_weak: Mutex<Weak<Log>>,
     stats: Stats,
     next_id: AtomicU64,
     stop: AtomicBool,
@@ -340,27 +445,8 @@ fn checked_read(
     for record in reader.by_ref().take(limit) {
         match record {
             Ok(view) => {
-                let o = view.offset();
-                let prev = seen.last().map(|&(p, _)| p);
-                if o < offset || prev.is_some_and(|p| o <= p) {
-                    ctx.fail(who, format!("read({offset}): offset {o} after {prev:?}: not strictly increasing from the requested offset"));
-                    return None;
-                }
-                let Some(id) = view.value().and_then(id_in) else {
-                    ctx.fail(
-                        who,
-                        format!(
-                            "read({offset}): record at {o} has a foreign value {:?}",
-                            view.value().map(String::from_utf8_lossy)
-                        ),
-                    );
-                    return None;
-                };
-                if view.value() != Some(&value_of(id)[..]) || view.key() != key_of(id).as_deref() {
-                    ctx.fail(who, format!("read({offset}): record at {o} (id {id}) has a damaged key or value"));
-                    return None;
-                }
-                seen.push((o, id));
+                let id = check_record(ctx, who, "read", offset, seen.last().map(|&(p, _)| p), &view)?;
+                seen.push((view.offset(), id));
             }
             Err(error) => {
                 if read_error_is_legit(ctx, &before, &error) {
@@ -388,32 +474,102 @@ fn checked_read(
     if seen.is_empty() && (failed || offset >= before.visible) {
         return (!failed).then_some(continue_at);
     }
+    let complete = clean && !failed && limit == usize::MAX;
+    let tail = seen.is_empty().then_some(before.visible);
+    if !note_seen(ctx, who, "read", offset, &seen, &before, complete.then_some(tail)) {
+        return None;
+    }
+    (!failed).then_some(continue_at)
+}
+
+/// Checks one record a read from `from` returned after the one at `prev`: its offset strictly
+/// increases (from `from` on), its value names an id and its key and value are that id's. Returns
+/// the id, or `None` after a failure. `call` names the call in messages.
+fn check_record(
+    ctx: &Ctx,
+    who: &'static str,
+    call: &str,
+    from: u64,
+    prev: Option<u64>,
+    view: &RecordView,
+) -> Option<u64> {
+    let o = view.offset();
+    if o < from || prev.is_some_and(|p| o <= p) {
+        ctx.fail(
+            who,
+            format!("{call}({from}): offset {o} after {prev:?}: not strictly increasing from the requested offset"),
+        );
+        return None;
+    }
+    let Some(id) = view.value().and_then(id_in) else {
+        ctx.fail(
+            who,
+            format!(
+                "{call}({from}): record at {o} has a foreign value {:?}",
+                view.value().map(String::from_utf8_lossy)
+            ),
+        );
+        return None;
+    };
+    if view.value() != Some(&value_of(id)[..]) || view.key() != key_of(id).as_deref() {
+        ctx.fail(who, format!("{call}({from}): record at {o} (id {id}) has a damaged key or value"));
+        return None;
+    }
+    Some(id)
+}
+
+/// What a read from `from` returned (`seen`: offset and id): each id must have been appended at
+/// the offset it was read at (checked now, or once every thread stopped if its appender has not
+/// registered it yet), and not removed by a truncation or reset before the call. `gaps`: the read returned all it found and no truncation, reset or prefix
+/// removal overlapped it (`Before`); the offsets it skipped are then noted for
+/// [`check_observations`] (only superseded records may be skipped): from `from` up to each record,
+/// and from after the last one (or from `from`) up to the `Some` offset given. Returns `false`
+/// after a failure.
+fn note_seen(
+    ctx: &Ctx,
+    who: &'static str,
+    call: &str,
+    from: u64,
+    seen: &[(u64, u64)],
+    before: &Before,
+    gaps: Option<Option<u64>>,
+) -> bool {
     let mut model = ctx.model.lock();
-    for &(o, id) in &seen {
+    for &(o, id) in seen {
         match model.assigned.get(&id) {
+            // Appended before the call began: it must not have been removed by then (a truncation
+            // the model knows of finished before the call; one running may still be unknown).
+            Some(a) if a.offset == o && a.epoch <= before.epoch && model.holder_at(o, before.epoch) != Some(id) => {
+                let (epoch, now) = (a.epoch, before.epoch);
+                drop(model);
+                ctx.fail(who, format!("{call}({from}): returned id {id} at offset {o} (appended in epoch {epoch}), but a truncation or reset had removed it before the call (epoch {now})"));
+                return false;
+            }
             Some(a) if a.offset == o => {}
             Some(a) => {
                 let at = a.offset;
                 drop(model);
-                ctx.fail(who, format!("read({offset}): id {id} returned at offset {o}, but it was appended at {at}"));
-                return None;
+                ctx.fail(who, format!("{call}({from}): id {id} returned at offset {o}, but it was appended at {at}"));
+                return false;
             }
             None => model.deferred.push((o, id, who)),
         }
     }
-    if clean && !failed && limit == usize::MAX {
-        let mut from = offset;
-        for &(o, _) in &seen {
-            if o > from {
-                model.gaps.push((from, o, before.epoch, who));
+    if let Some(tail) = gaps {
+        let mut next = from;
+        for &(o, _) in seen {
+            if o > next {
+                model.gaps.push((next, o, before.epoch, who));
             }
-            from = o + 1;
+            next = o + 1;
         }
-        if seen.is_empty() && offset < before.visible {
-            model.gaps.push((offset, before.visible, before.epoch, who));
+        if let Some(tail) = tail
+            && tail > next
+        {
+            model.gaps.push((next, tail, before.epoch, who));
         }
     }
-    (!failed).then_some(continue_at)
+    true
 }
 
 fn appender(ctx: &Ctx, log: &Log, thread: usize, mut rng: StdRng) {
@@ -477,7 +633,7 @@ fn reader(ctx: &Ctx, log: &Log, thread: usize, mut rng: StdRng) {
             _ => start,
         };
         if checked_read(ctx, "reader", log, offset, SIZES[rng.random_range(0..SIZES.len())], &mut rng).is_none() {
-            // Leave the cores to the writers for a moment (2 cores, 8 threads).
+            // Leave the cores to the writers for a moment (2 cores, 11 threads).
             std::thread::sleep(Duration::from_micros(rng.random_range(0..300)));
         }
         std::thread::yield_now();
@@ -547,7 +703,7 @@ fn mutator(ctx: &Ctx, log: &Log, thread: usize, mut rng: StdRng) {
                 let m = ctx.model.lock();
                 (m.start, m.next)
             };
-            let live = (log.start_offset(), log.next_offset(), log.visible_end());
+            let live = quiet_offsets(log);
             if live != (start, next, next) {
                 ctx.fail(
                     "mutator",
@@ -565,6 +721,7 @@ fn mutator(ctx: &Ctx, log: &Log, thread: usize, mut rng: StdRng) {
                     _ => next.saturating_sub(rng.random_range(0..40)),
                 };
                 let result = log.truncate_to(offset);
+                let stamp = ctx.durables.stamp();
                 let mut m = ctx.model.lock();
                 match result {
                     Ok(cut) => {
@@ -588,10 +745,11 @@ fn mutator(ctx: &Ctx, log: &Log, thread: usize, mut rng: StdRng) {
                         let cut = cut.min(next);
                         m.remove_from(cut);
                         m.next = cut;
-                        m.truncated(cut);
+                        // At or past the end nothing is cut, and the log notes no truncation.
+                        m.truncated(cut, if offset >= next { u64::MAX } else { cut }, stamp);
                     }
-                    Err(Error::OffsetOutOfRange { .. }) if offset < start => m.truncated(u64::MAX),
-                    Err(Error::Busy { .. }) => m.truncated(u64::MAX),
+                    Err(Error::OffsetOutOfRange { .. }) if offset < start => m.truncated(u64::MAX, u64::MAX, stamp),
+                    Err(Error::Busy { .. }) => m.truncated(u64::MAX, u64::MAX, stamp),
                     Err(error) => {
                         drop(m);
                         ctx.fail("mutator", format!("truncate_to({offset}) (start {start}, next {next}): {error:?}"));
@@ -607,6 +765,7 @@ fn mutator(ctx: &Ctx, log: &Log, thread: usize, mut rng: StdRng) {
                     _ => next + rng.random_range(0..50),
                 };
                 let result = log.reset_at(offset);
+                let stamp = ctx.durables.stamp();
                 let mut m = ctx.model.lock();
                 if let Err(error) = result {
                     drop(m);
@@ -616,7 +775,8 @@ fn mutator(ctx: &Ctx, log: &Log, thread: usize, mut rng: StdRng) {
                 m.remove_from(0);
                 m.start = offset;
                 m.next = offset;
-                m.truncated(0);
+                // Every record goes; the log notes a cut at the lower of the start and `offset`.
+                m.truncated(0, start.min(offset), stamp);
                 ctx.ops.epoch.store(m.epoch, Ordering::SeqCst);
                 ctx.stats.resets.fetch_add(1, Ordering::Relaxed);
             }
@@ -676,6 +836,514 @@ fn mutator(ctx: &Ctx, log: &Log, thread: usize, mut rng: StdRng) {
             }
             ctx.ops.content_finished.fetch_add(1, Ordering::SeqCst);
             ctx.stats.prefix.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// (start, next, visible end) of a log no append or removal runs on. Under `Always` the visible
+/// end is the durable offset, which trails the next offset until the sync round an `append_nowait`
+/// asked for has run (the `on_durable` role does not wait for its batches): it gets 5 s to.
+fn quiet_offsets(log: &Log) -> (u64, u64, u64) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let live = (log.start_offset(), log.next_offset(), log.visible_end());
+        if live.2 == live.1 || Instant::now() >= deadline {
+            return live;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// An offset a cursor may be made at or sought to, as the log was before the call.
+fn legal_offset(before: &Before, rng: &mut StdRng) -> u64 {
+    match rng.random_range(0..4u32) {
+        0 => before.start,
+        1 => before.next,
+        _ if before.visible > before.start => rng.random_range(before.start..=before.visible),
+        _ => before.visible.max(before.start),
+    }
+}
+
+/// The cursor role's cursor, with what it knows of it.
+struct Tail {
+    cursor: Cursor,
+    /// `Ops::trunc_finished` before the last call that caught up with the truncations (its
+    /// creation, or a call that returned anything but `Interrupted`, which may return before
+    /// looking): a `Truncated` it returns must come from a truncation that began after it.
+    since: u64,
+    /// The offset of the last record it returned since it was made, sought, or reported a
+    /// truncation: later ones must be higher.
+    last: Option<u64>,
+    /// `Interrupted` returns so far: never more than interrupts sent to it.
+    interrupted: u64,
+}
+
+/// Tails the log with a [`Cursor`]: `next_batch` and `next_batch_wait` with small `max_bytes` and
+/// short timeouts, now and then a long wait the interrupter stops, a seek, or a new cursor.
+fn cursor_role(ctx: &Ctx, log: &Log, thread: usize, mut rng: StdRng) {
+    const SIZES: [usize; 4] = [1, 100, 700, 4096];
+    let who = "cursor";
+    let mut tail: Option<Tail> = None;
+    while !ctx.stopped() {
+        ctx.beat(thread);
+        // Now and then dropped mid-tail and made again.
+        if tail.is_none() || rng.random_bool(0.005) {
+            *ctx.cursor.slot.lock() = None;
+            tail = None;
+            let before = Before::take(ctx, log);
+            let offset = legal_offset(&before, &mut rng);
+            match log.cursor(offset) {
+                Ok(cursor) => {
+                    *ctx.cursor.slot.lock() = Some((cursor.interrupter(), Vec::new()));
+                    ctx.stats.cursors_made.fetch_add(1, Ordering::Relaxed);
+                    tail = Some(Tail { cursor, since: before.trunc_finished, last: None, interrupted: 0 });
+                }
+                Err(error @ Error::OffsetOutOfRange { .. }) if read_error_is_legit(ctx, &before, &error) => {
+                    ctx.stats.legit_errors.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                Err(error) => {
+                    ctx.fail(who, format!("log.cursor({offset}): false error {error:?} (start {}, next {} before the call; no truncation/prefix removal overlapped)", before.start, before.next));
+                    return;
+                }
+            }
+        }
+        let Some(t) = tail.as_mut() else { continue };
+        if rng.random_bool(0.01) {
+            // Sought: a truncation it has not reported yet is still reported (`since` stays).
+            let before = Before::take(ctx, log);
+            let offset = legal_offset(&before, &mut rng);
+            t.cursor.seek(offset);
+            if t.cursor.position() != offset {
+                ctx.fail(who, format!("seek({offset}) left the cursor at {}", t.cursor.position()));
+                return;
+            }
+            t.last = None;
+        }
+        let from = t.cursor.position();
+        let max = SIZES[rng.random_range(0..SIZES.len())];
+        // next_batch 40%, a short wait 55%, a long one (the interrupter stops it) 5%.
+        let wait = match rng.random_range(0..100u32) {
+            0..40 => None,
+            40..95 => Some(Duration::from_millis(rng.random_range(0..20))),
+            _ => Some(Duration::from_secs(3)),
+        };
+        let call = if wait.is_some() { "next_batch_wait" } else { "next_batch" };
+        let sent_before = ctx.cursor.slot.lock().as_ref().map_or(0, |(_, sent)| sent.len());
+        let before = Before::take(ctx, log);
+        let long = wait.is_some_and(|w| w >= Duration::from_secs(1));
+        ctx.cursor.long_wait.store(long, Ordering::SeqCst);
+        let called = Instant::now();
+        let result = match wait {
+            Some(timeout) => t.cursor.next_batch_wait(max, timeout),
+            None => t.cursor.next_batch(max),
+        };
+        let elapsed = called.elapsed();
+        ctx.cursor.long_wait.store(false, Ordering::SeqCst);
+        ctx.stats.cursor_calls.fetch_add(1, Ordering::Relaxed);
+        match result {
+            Ok(batches) => {
+                t.since = before.trunc_finished;
+                let mut seen: Vec<(u64, u64)> = Vec::new();
+                let mut prev = t.last;
+                let mut prev_batch: Option<u64> = None;
+                for batch in &batches {
+                    if prev_batch.is_some_and(|p| batch.base_offset() <= p) || batch.base_offset() > batch.last_offset()
+                    {
+                        ctx.fail(
+                            who,
+                            format!(
+                                "{call}({from}): batch [{}, {}] after a batch ending at {prev_batch:?}",
+                                batch.base_offset(),
+                                batch.last_offset()
+                            ),
+                        );
+                        return;
+                    }
+                    prev_batch = Some(batch.last_offset());
+                    for record in batch.records() {
+                        let Some(id) = check_record(ctx, who, call, from, prev, record) else { return };
+                        let o = record.offset();
+                        if o < batch.base_offset() || o > batch.last_offset() {
+                            ctx.fail(
+                                who,
+                                format!(
+                                    "{call}({from}): record at {o} in batch [{}, {}]",
+                                    batch.base_offset(),
+                                    batch.last_offset()
+                                ),
+                            );
+                            return;
+                        }
+                        seen.push((o, id));
+                        prev = Some(o);
+                    }
+                }
+                let position = t.cursor.position();
+                if position < from || prev_batch.is_some_and(|p| position <= p) {
+                    ctx.fail(
+                        who,
+                        format!("{call}({from}): returned batches up to {prev_batch:?} and moved to {position}"),
+                    );
+                    return;
+                }
+                // Visible when returned (under `Always`: durable), unless a truncation lowered it since.
+                if let Some(&(o, _)) = seen.last() {
+                    let visible = log.visible_end();
+                    if o >= visible && !before.truncation_overlapped(ctx) {
+                        ctx.fail(who, format!("{call}({from}): returned offset {o}, but the visible end is {visible}"));
+                        return;
+                    }
+                }
+                // A wait an interrupt reached well before its deadline must not time out.
+                if let Some(timeout) = wait
+                    && batches.is_empty()
+                    && elapsed >= timeout
+                    && let Some(&sent) = ctx.cursor.slot.lock().as_ref().and_then(|(_, sent)| sent.get(sent_before))
+                    && sent + Duration::from_secs(2) <= called + timeout
+                {
+                    ctx.fail(who, format!("{call}({from}, {timeout:?}) timed out after {elapsed:?}, although interrupted {:?} after it began", sent.saturating_duration_since(called)));
+                    return;
+                }
+                t.last = prev;
+                ctx.stats.cursor_records.fetch_add(seen.len() as u64, Ordering::Relaxed);
+                let clean = !before.content_op_overlapped(ctx);
+                // Nothing returned: nothing is visible from `from` up to the visible end.
+                let tail_end = if seen.is_empty() { before.visible } else { position };
+                if !note_seen(ctx, who, call, from, &seen, &before, clean.then_some(Some(tail_end))) {
+                    return;
+                }
+            }
+            Err(Error::Truncated { next_offset }) => {
+                let started = ctx.ops.trunc_started.load(Ordering::SeqCst);
+                if started <= t.since {
+                    ctx.fail(who, format!("{call}({from}): Truncated (next offset {next_offset}), but no truncation or reset began since its previous call ({started} began in all)"));
+                    return;
+                }
+                ctx.stats.cursor_errors.fetch_add(1, Ordering::Relaxed);
+                t.since = before.trunc_finished;
+                t.last = None;
+                // Mostly moved on (to where the error says the log ends, or to its start); else
+                // it reads on from where it was (out of range, or records appended since).
+                match rng.random_range(0..10u32) {
+                    0..6 => t.cursor.seek(next_offset),
+                    6..9 => t.cursor.seek(log.start_offset()),
+                    _ => {}
+                }
+            }
+            Err(error @ Error::OffsetOutOfRange { .. }) => {
+                if !read_error_is_legit(ctx, &before, &error) && !tolerated(ctx, &before, &error) {
+                    ctx.fail(who, format!("{call}({from}): false error {error:?} (start {}, next {} before the call; no truncation/prefix removal overlapped)", before.start, before.next));
+                    return;
+                }
+                ctx.stats.cursor_errors.fetch_add(1, Ordering::Relaxed);
+                t.since = before.trunc_finished;
+                t.last = None;
+                t.cursor.seek(if rng.random_bool(0.5) { log.start_offset() } else { log.visible_end() });
+            }
+            Err(Error::Interrupted) => {
+                t.interrupted += 1;
+                let sent = ctx.cursor.slot.lock().as_ref().map_or(0, |(_, sent)| sent.len() as u64);
+                if wait.is_none() || t.interrupted > sent {
+                    ctx.fail(
+                        who,
+                        format!("{call}({from}): Interrupted, its {} time, after {sent} interrupt(s)", t.interrupted),
+                    );
+                    return;
+                }
+                ctx.stats.interrupted.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(error) => {
+                ctx.fail(who, format!("{call}({from}, {max}, {wait:?}): false error {error:?} (start {}, visible end {}, next {} before the call)", before.start, before.visible, before.next));
+                return;
+            }
+        }
+    }
+    *ctx.cursor.slot.lock() = None;
+}
+
+/// Interrupts the cursor role's waits: soon after it begins a long one, and now and then when it
+/// is not waiting (its next wait is then interrupted).
+fn interrupter(ctx: &Ctx, _log: &Log, thread: usize, mut rng: StdRng) {
+    while !ctx.stopped() {
+        ctx.beat(thread);
+        std::thread::sleep(Duration::from_micros(rng.random_range(500..20_000)));
+        if ctx.cursor.long_wait.load(Ordering::SeqCst) || rng.random_bool(0.02) {
+            // Counted before it is sent: an `Interrupted` is never ahead of the count.
+            if let Some((handle, sent)) = ctx.cursor.slot.lock().as_mut() {
+                sent.push(Instant::now());
+                handle.interrupt();
+                ctx.stats.interrupts.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// A batch `append_nowait` stored, to register a callback for.
+struct Stored {
+    info: AppendInfo,
+    first_id: u64,
+    records: u64,
+    /// The model's content epoch when it was appended.
+    epoch: u64,
+}
+
+/// Appends with `append_nowait` (or `append_batch_nowait`) and registers durability callbacks:
+/// at once under the content lock (no truncation between), after letting it go, or a few
+/// appends later (a truncation may have removed the batch by then); now and then two or three
+/// for one batch.
+fn durable_role(ctx: &Ctx, log: &Log, thread: usize, mut rng: StdRng) {
+    let weak = ctx.log_weak.lock().clone();
+    let mut later: Vec<Stored> = Vec::new();
+    while !ctx.stopped() {
+        ctx.beat(thread);
+        let n = rng.random_range(1..=4u64);
+        let first = ctx.next_id.fetch_add(n, Ordering::SeqCst);
+        let values: Vec<(Option<Vec<u8>>, Vec<u8>)> = (first..first + n).map(|id| (key_of(id), value_of(id))).collect();
+        let records: Vec<Record<'_>> = values
+            .iter()
+            .map(|(k, v)| match k {
+                Some(k) => Record::new(v).with_key(k),
+                None => Record::new(v),
+            })
+            .collect();
+        let encoded = rng.random_bool(0.3);
+        let content = ctx.content.read();
+        let epoch = ctx.model.lock().epoch;
+        let result = if encoded {
+            common::encode(&records, Clock::system().now_ms()).and_then(|b| log.append_batch_nowait(&b))
+        } else {
+            log.append_nowait(&records)
+        };
+        let info = match result {
+            Ok(info) if info.last_offset - info.base_offset + 1 == n => info,
+            other => {
+                ctx.fail("durable-cb", format!("append_nowait of {n} records (encoded: {encoded}): {other:?}"));
+                return;
+            }
+        };
+        let mut model = ctx.model.lock();
+        for (i, id) in (first..first + n).enumerate() {
+            model.register(id, info.base_offset + i as u64, info.last_offset);
+        }
+        drop(model);
+        ctx.stats.appends.fetch_add(1, Ordering::Relaxed);
+        let stored = Stored { info, first_id: first, records: n, epoch };
+        let copies = if rng.random_bool(0.1) { rng.random_range(2..=3) } else { 1 };
+        match rng.random_range(0..10u32) {
+            0..6 => {
+                (0..copies).for_each(|_| register(ctx, log, &weak, &stored));
+                drop(content);
+            }
+            6..9 => {
+                drop(content);
+                (0..copies).for_each(|_| register(ctx, log, &weak, &stored));
+            }
+            _ => {
+                drop(content);
+                later.push(stored);
+            }
+        }
+        if later.len() > rng.random_range(0..8) {
+            later.drain(..).for_each(|s| register(ctx, log, &weak, &s));
+        }
+        std::thread::sleep(Duration::from_micros(rng.random_range(0..500)));
+    }
+    later.drain(..).for_each(|s| register(ctx, log, &weak, &s));
+}
+
+/// Registers a callback for `stored` that records its call in `ctx.durables`.
+fn register(ctx: &Ctx, log: &Log, weak: &Weak<Log>, stored: &Stored) {
+    let durables = &ctx.durables;
+    // Finished, then started: equal means no truncation was running from the first load on.
+    let trunc_finished = ctx.ops.trunc_finished.load(Ordering::SeqCst);
+    let trunc_started = ctx.ops.trunc_started.load(Ordering::SeqCst);
+    let before = durables.stamp();
+    let registration = {
+        let mut registrations = durables.registrations.lock();
+        let registration = Arc::new(Registration {
+            index: registrations.len(),
+            first_id: stored.first_id,
+            records: stored.records,
+            last_offset: stored.info.last_offset,
+            epoch: stored.epoch,
+            before,
+            after: AtomicU64::new(u64::MAX),
+            trunc_started,
+            trunc_finished,
+            calls: AtomicU64::new(0),
+        });
+        registrations.push(Arc::clone(&registration));
+        registration
+    };
+    let (shared, ops, weak, r) = (Arc::clone(durables), Arc::clone(&ctx.ops), weak.clone(), Arc::clone(&registration));
+    log.on_durable(&stored.info, move |outcome| {
+        let stamp = shared.stamp();
+        // The `Arc` this takes is dropped here, on whatever thread runs the callback: allowed, and
+        // never the last (the test holds one while the log is shared; after that it is gone).
+        let durable = weak.upgrade().map(|log| log.durable_offset());
+        let trunc_started = ops.trunc_started.load(Ordering::SeqCst);
+        r.calls.fetch_add(1, Ordering::SeqCst);
+        shared.calls.lock().push(Call { registration: r.index, stamp, outcome, durable, trunc_started });
+    });
+    registration.after.store(durables.stamp(), Ordering::SeqCst);
+    ctx.stats.callbacks.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Ids whose durability callback was called with `Ok` so far.
+fn durable_acked_ids(ctx: &Ctx) -> Vec<u64> {
+    let registrations = ctx.durables.registrations.lock();
+    let calls = ctx.durables.calls.lock();
+    calls
+        .iter()
+        .filter(|c| c.outcome.is_ok())
+        .flat_map(|c| {
+            let r = &registrations[c.registration];
+            r.first_id..r.first_id + r.records
+        })
+        .collect()
+}
+
+/// Once the log whose callbacks these are is closed (no thread of it is left to call one):
+///
+/// - every callback was called exactly once;
+/// - `Ok`: if no truncation or reset ran from (before) its registration until the callback
+///   read `durable_offset()`, that offset was past its batch (it was at the decision, and only a
+///   truncation or reset lowers it). And no truncation or reset that cut at or below its batch
+///   after its append had returned before its fate was decided: decided after its registration
+///   began and after the previous call began (calls are made one at a time, each taken from the
+///   queue after the previous one returned), a cut noted earlier makes it `Truncated`;
+/// - `Truncated`: a truncation or reset after its append cut at or below its last offset (as
+///   the log notes the cut, [`Model::noted_cuts`]);
+/// - `Closed`: called after the close began; nothing else (`Poisoned` included: nothing here
+///   poisons the log).
+/// - Order. Pending callbacks wait in one queue keyed by (last offset, registration number),
+///   whatever the truncation epoch (after a truncation offsets are reused, so a later batch may
+///   have a lower offset than an earlier one still queued), and the calls take its head one at a
+///   time. So a call must not be made while a callback of a lower key is known to be queued:
+///   one whose registration returned before the previous call began (so it was queued before
+///   this call was taken from the queue) and that is called later. A tie in last offset is a
+///   lower key only if its registration returned before this one's began (registration numbers
+///   follow). Nothing is assumed across epochs beyond what the queue does, and a callback
+///   registered after a higher one ran (decided already: it runs at once) is not compared.
+fn check_callbacks(ctx: &Ctx) {
+    let durables = &ctx.durables;
+    let registrations = std::mem::take(&mut *durables.registrations.lock());
+    // Every thread of the log stopped at its close; give a straggler a moment all the same.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while registrations.iter().any(|r| r.calls.load(Ordering::SeqCst) == 0) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let calls = std::mem::take(&mut *durables.calls.lock());
+    let closing = durables.closing.swap(u64::MAX, Ordering::SeqCst);
+    let m = ctx.model.lock();
+    let s = &ctx.stats;
+    let mut failures = Vec::new();
+    for r in &registrations {
+        let n = r.calls.load(Ordering::SeqCst);
+        if n != 1 {
+            failures.push(format!(
+                "the callback for the batch ending at {} (registration {}, epoch {}) was called {n} times",
+                r.last_offset, r.index, r.epoch
+            ));
+        }
+    }
+    let mut first_call: Vec<Option<usize>> = vec![None; registrations.len()];
+    for (k, c) in calls.iter().enumerate() {
+        first_call[c.registration].get_or_insert(k);
+    }
+    for (k, c) in calls.iter().enumerate() {
+        let r = &registrations[c.registration];
+        let what = format!("the callback for the batch ending at {} (registration {})", r.last_offset, r.index);
+        match &c.outcome {
+            Ok(()) => {
+                s.callbacks_ok.fetch_add(1, Ordering::Relaxed);
+                if let Some(durable) = c.durable
+                    && r.trunc_started == r.trunc_finished
+                    && c.trunc_started == r.trunc_started
+                {
+                    s.durable_checked.fetch_add(1, Ordering::Relaxed);
+                    if durable <= r.last_offset {
+                        failures.push(format!("{what} got Ok, but durable_offset() was {durable} when it ran"));
+                    }
+                }
+                let decided_after = r.before.max(if k > 0 { calls[k - 1].stamp } else { 0 });
+                if let Some((cut, _)) = m.noted_cuts[r.epoch as usize..]
+                    .iter()
+                    .find(|&&(cut, stamp)| cut <= r.last_offset && stamp < decided_after)
+                {
+                    failures.push(format!(
+                        "{what} got Ok, but a truncation after its append had cut at {cut} before it was decided"
+                    ));
+                }
+            }
+            Err(Error::Truncated { .. }) => {
+                s.callbacks_truncated.fetch_add(1, Ordering::Relaxed);
+                if !m.cut_since(r.epoch, r.last_offset) {
+                    failures.push(format!("{what} got Truncated, but no truncation or reset after its append (epoch {}) cut at or below it", r.epoch));
+                }
+            }
+            Err(Error::Closed) if c.stamp > closing => {
+                s.callbacks_closed.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(error) => failures.push(format!(
+                "{what} got {error:?} (the close began at stamp {closing}, the call was at {})",
+                c.stamp
+            )),
+        }
+    }
+    drop(m);
+    // Order (see above): sweep the calls, keeping the callbacks known to be queued.
+    let mut by_after: Vec<usize> = (0..registrations.len()).collect();
+    by_after.sort_by_key(|&i| registrations[i].after.load(Ordering::SeqCst));
+    let mut next_after = 0;
+    let mut queued: BTreeSet<(u64, u64, usize)> = BTreeSet::new();
+    for (k, c) in calls.iter().enumerate() {
+        if first_call[c.registration] != Some(k) {
+            continue;
+        }
+        if k > 0 {
+            let previous = calls[k - 1].stamp;
+            while let Some(&i) = by_after.get(next_after) {
+                let r = &registrations[i];
+                let after = r.after.load(Ordering::SeqCst);
+                if after >= previous {
+                    break;
+                }
+                next_after += 1;
+                if first_call[i].is_some_and(|j| j >= k) {
+                    queued.insert((r.last_offset, after, i));
+                }
+            }
+        }
+        let b = &registrations[c.registration];
+        queued.remove(&(b.last_offset, b.after.load(Ordering::SeqCst), c.registration));
+        if let Some(&(last, after, i)) = queued.first() {
+            s.order_checked.fetch_add(1, Ordering::Relaxed);
+            if last < b.last_offset || (last == b.last_offset && after < b.before) {
+                failures.push(format!(
+                    "the callback for the batch ending at {} (registration {}) ran while the one for the batch ending at {last} (registration {i}, registered before the previous call) was still queued",
+                    b.last_offset, b.index
+                ));
+            }
+        }
+    }
+    for f in failures.into_iter().take(20) {
+        ctx.fail("durable-cb", f);
+    }
+}
+
+/// A cursor made before the close: every call of it is `Closed` now.
+fn check_closed_cursor(ctx: &Ctx, mut cursor: Cursor) {
+    let first = cursor.next_batch(1 << 20).map(|b| b.len());
+    let waited = cursor.next_batch_wait(1 << 20, Duration::from_millis(10)).map(|b| b.len());
+    cursor.interrupter().interrupt();
+    cursor.seek(cursor.position());
+    let interrupted = cursor.next_batch_wait(1 << 20, Duration::from_millis(10)).map(|b| b.len());
+    for result in [first, waited, interrupted] {
+        if !matches!(result, Err(Error::Closed)) {
+            ctx.fail("reopen", format!("a cursor of the closed log returned {result:?}, not Closed"));
+            return;
         }
     }
 }
@@ -761,10 +1429,13 @@ fn flusher(ctx: &Ctx, log: &Log, thread: usize, mut rng: StdRng) {
     }
 }
 
+/// The threads of a phase.
+const THREADS: usize = 11;
+
 /// Runs every thread for `length`, then stops them.
 fn run_phase(ctx: &Ctx, log: &Log, length: Duration, rng: &mut StdRng) {
     type Body = fn(&Ctx, &Log, usize, StdRng);
-    let bodies: [(&str, Body); 8] = [
+    let bodies: [(&str, Body); THREADS] = [
         ("appender-0", appender),
         ("appender-1", appender),
         ("reader-0", reader),
@@ -773,6 +1444,9 @@ fn run_phase(ctx: &Ctx, log: &Log, length: Duration, rng: &mut StdRng) {
         ("mutator", mutator),
         ("compactor", compactor),
         ("flusher", flusher),
+        ("cursor", cursor_role),
+        ("interrupter", interrupter),
+        ("durable-cb", durable_role),
     ];
     let seeds: Vec<u64> = bodies.iter().map(|_| rng.random()).collect();
     ctx.stop.store(false, Ordering::SeqCst);
@@ -1034,30 +1708,38 @@ fn stress(test: &str, policy: FlushPolicy, default_secs: f64) {
         policy,
         model: Mutex::new(Model::default()),
         content: RwLock::new(()),
-        ops: Ops::default(),
+        ops: Arc::new(Ops::default()),
+        durables: Arc::new(Durables { closing: AtomicU64::new(u64::MAX), ..Durables::default() }),
+        cursor: CursorShared::default(),
+        log_weak: Mutex::new(Weak::new()),
         stats: Stats::default(),
         next_id: AtomicU64::new(1),
         stop: AtomicBool::new(false),
         failures: Mutex::new(Vec::new()),
         started: Instant::now(),
-        heartbeats: (0..8).map(|_| AtomicU64::new(0)).collect(),
+        heartbeats: (0..THREADS).map(|_| AtomicU64::new(0)).collect(),
         root: Mutex::new(Some(root)),
     };
     let always = ctx.policy == FlushPolicy::Always;
     // Under `Always` every acknowledged record is required; under `Never` what a flush covered.
-    let required = move |m: &Model, id: u64| always || m.assigned[&id].seq <= m.flushed_seq;
+    // (Or, a durability callback said it was durable before the copy was taken.)
+    let required =
+        move |m: &Model, id: u64| always || m.assigned[&id].seq <= m.flushed_seq || m.durable_acked.contains(&id);
     // Shared as the brief of every user is: an `Arc<Log>`, every thread using it at once.
     let mut log = Arc::new(open(&ctx, &dir, &config, "first open"));
+    *ctx.log_weak.lock() = Arc::downgrade(&log);
     let deadline = Instant::now() + Duration::from_secs_f64(secs);
     loop {
         let length = Duration::from_millis(rng.random_range(300..1500));
         run_phase(&ctx, &log, length, &mut rng);
         check_failures(&ctx, "see the seed above");
         check_observations(&ctx);
+        // Under `Always`, what `append_nowait` stored last becomes visible with its round.
+        quiet_offsets(&log);
         check_contents(&ctx, &log, "live log after a phase", &required);
         {
             let m = ctx.model.lock();
-            let live = (log.start_offset(), log.next_offset(), log.visible_end());
+            let live = quiet_offsets(&log);
             if live != (m.start, m.next, m.next) {
                 let msg = format!(
                     "quiet log: (start, next, visible end) = {live:?}, model ({}, {}, {})",
@@ -1071,17 +1753,31 @@ fn stress(test: &str, policy: FlushPolicy, default_secs: f64) {
         let last = Instant::now() >= deadline;
         // Reopen: cleanly, or (as after a crash) from a copy taken while the log was open.
         let unclean = rng.random_bool(0.4) && !skipped("unclean");
+        // Every call of it must be `Closed` once the log is.
+        let left_open = match log.cursor(log.start_offset()) {
+            Ok(cursor) => cursor,
+            Err(e) => {
+                ctx.fail("reopen", format!("log.cursor(start offset) on a quiet log: {e:?}"));
+                check_failures(&ctx, "see the seed above");
+                unreachable!()
+            }
+        };
         if unclean {
             // Let the syncer's seal and the event thread's work after the last roll finish.
             std::thread::sleep(Duration::from_millis(100));
             generation += 1;
             let copy = root_path.join(format!("log-{generation}"));
+            // Durable before the copy, so in it.
+            let acked = durable_acked_ids(&ctx);
             common::copy_dir(&dir, &copy);
+            ctx.model.lock().durable_acked.extend(acked);
+            ctx.durables.closing.store(ctx.durables.stamp(), Ordering::SeqCst);
             if let Err(e) = into_inner(log).close() {
                 ctx.fail("reopen", format!("close: {e:?}"));
             }
             dir = copy;
         } else {
+            ctx.durables.closing.store(ctx.durables.stamp(), Ordering::SeqCst);
             match into_inner(log).close() {
                 Ok(()) => {
                     let mut m = ctx.model.lock();
@@ -1090,8 +1786,11 @@ fn stress(test: &str, policy: FlushPolicy, default_secs: f64) {
                 Err(e) => ctx.fail("reopen", format!("close: {e:?}")),
             }
         }
+        check_closed_cursor(&ctx, left_open);
+        check_callbacks(&ctx);
         check_failures(&ctx, "see the seed above");
         log = Arc::new(open(&ctx, &dir, &config, if unclean { "unclean reopen" } else { "clean reopen" }));
+        *ctx.log_weak.lock() = Arc::downgrade(&log);
         ctx.stats.reopens.fetch_add(1, Ordering::Relaxed);
         let report = log.recovery_report().clone();
         if !unclean && !report.clean_shutdown {
@@ -1128,6 +1827,21 @@ fn stress(test: &str, policy: FlushPolicy, default_secs: f64) {
     let s = &ctx.stats;
     let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
     eprintln!(
+        "{test}: cursor: {} made, {} calls, {} records, {} legitimate errors, {} interrupts sent, {} Interrupted; callbacks: {} registered, {} Ok ({} with the durable offset checked), {} Truncated, {} Closed, {} order-checked",
+        l(&s.cursors_made),
+        l(&s.cursor_calls),
+        l(&s.cursor_records),
+        l(&s.cursor_errors),
+        l(&s.interrupts),
+        l(&s.interrupted),
+        l(&s.callbacks),
+        l(&s.callbacks_ok),
+        l(&s.durable_checked),
+        l(&s.callbacks_truncated),
+        l(&s.callbacks_closed),
+        l(&s.order_checked),
+    );
+    eprintln!(
         "{test}: {:.1} s: {} appends, {} reads ({} records), {} truncations, {} resets, {} prefix removals, {} compactions, {} flushes, {} reopens, {} legitimate read errors, {} tolerated; final {:?}",
         ctx.started.elapsed().as_secs_f64(),
         l(&s.appends),
@@ -1146,9 +1860,20 @@ fn stress(test: &str, policy: FlushPolicy, default_secs: f64) {
     into_inner(log).close().unwrap();
 }
 
-/// The log back from its `Arc` once every thread is done with it.
-fn into_inner(log: Arc<Log>) -> Log {
-    Arc::try_unwrap(log).unwrap_or_else(|_| panic!("a thread still holds the log"))
+/// The log back from its `Arc` once every thread is done with it (a durability callback running
+/// on a thread of the log may hold it for a moment).
+fn into_inner(mut log: Arc<Log>) -> Log {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match Arc::try_unwrap(log) {
+            Ok(log) => return log,
+            Err(shared) if Instant::now() < deadline => {
+                log = shared;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(_) => panic!("a thread still holds the log"),
+        }
+    }
 }
 
 #[test]
