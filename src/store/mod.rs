@@ -11,4 +11,5 @@ pub(crate) mod config;
 pub(crate) mod consumer_offsets;
 pub(crate) mod dispatch;
 pub(crate) mod error;
+pub(crate) mod long_poll;
 pub(crate) mod message;

@@ -1,0 +1,162 @@
+//! Long polling (RocketMQ's `PullRequestHoldService`): a `get_messages_wait` at a queue's end waits
+//! until the dispatcher adds an entry to that queue, the deadline passes, or the store closes —
+//! woken by a condition variable per queue, never by polling.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+/// One queue's signal: the queue's end as the dispatcher last published it.
+#[derive(Default)]
+struct Signal {
+    end: Mutex<QueueEnd>,
+    arrived: Condvar,
+}
+
+#[derive(Default)]
+struct QueueEnd {
+    max_offset: u64,
+    closed: bool,
+}
+
+/// How a wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Woken {
+    /// The queue now ends past the offset waited for.
+    Arrived,
+    /// The deadline passed first.
+    TimedOut,
+    /// The store is closing.
+    Closed,
+}
+
+/// The signals of every queue someone waited on or the dispatcher wrote to.
+#[derive(Default)]
+pub(crate) struct LongPolls {
+    signals: Mutex<HashMap<(String, u32), Arc<Signal>>>,
+    closed: Mutex<bool>,
+    /// Waits that found nothing and were held, and those an arrival woke.
+    pub(crate) held: AtomicU64,
+    pub(crate) woken: AtomicU64,
+}
+
+impl LongPolls {
+    fn signal(&self, topic: &str, queue_id: u32) -> Arc<Signal> {
+        let mut signals = self.signals.lock();
+        let signal = signals.entry((topic.to_owned(), queue_id)).or_default();
+        if *self.closed.lock() {
+            signal.end.lock().closed = true;
+        }
+        Arc::clone(signal)
+    }
+
+    /// The dispatcher added entries to the queue: it now ends at `max_offset`.
+    pub(crate) fn arrived(&self, topic: &str, queue_id: u32, max_offset: u64) {
+        let signal = {
+            let signals = self.signals.lock();
+            match signals.get(&(topic.to_owned(), queue_id)) {
+                Some(signal) => Arc::clone(signal),
+                None => return, // nobody ever waited on it: no one to wake
+            }
+        };
+        let mut end = signal.end.lock();
+        end.max_offset = end.max_offset.max(max_offset);
+        drop(end);
+        signal.arrived.notify_all();
+    }
+
+    /// Waits until the queue ends past `offset` (`current_end()` is asked once the wait is
+    /// registered, so an arrival between the caller's read and the wait is not missed), the
+    /// `timeout` passes, or the store closes.
+    pub(crate) fn wait(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        offset: u64,
+        timeout: Duration,
+        current_end: impl Fn() -> u64,
+    ) -> Woken {
+        let signal = self.signal(topic, queue_id);
+        let deadline = Instant::now() + timeout;
+        let mut end = signal.end.lock();
+        end.max_offset = end.max_offset.max(current_end());
+        let mut counted = false;
+        loop {
+            if end.closed {
+                return Woken::Closed;
+            }
+            if end.max_offset > offset {
+                if counted {
+                    self.woken.fetch_add(1, Ordering::Relaxed);
+                }
+                return Woken::Arrived;
+            }
+            if !counted {
+                self.held.fetch_add(1, Ordering::Relaxed);
+                counted = true;
+            }
+            if signal.arrived.wait_until(&mut end, deadline).timed_out() {
+                return if end.max_offset > offset { Woken::Arrived } else { Woken::TimedOut };
+            }
+        }
+    }
+
+    /// The store is closing: every wait, and every later one, ends with `Woken::Closed`.
+    pub(crate) fn close(&self) {
+        *self.closed.lock() = true;
+        let signals: Vec<Arc<Signal>> = self.signals.lock().values().cloned().collect();
+        for signal in signals {
+            signal.end.lock().closed = true;
+            signal.arrived.notify_all();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wait_is_woken_by_an_arrival_on_its_queue_only() {
+        let polls = Arc::new(LongPolls::default());
+        let waiter = {
+            let polls = Arc::clone(&polls);
+            std::thread::spawn(move || polls.wait("t", 1, 5, Duration::from_secs(30), || 5))
+        };
+        while polls.held.load(Ordering::Relaxed) == 0 {
+            std::thread::yield_now();
+        }
+        polls.arrived("t", 2, 100); // another queue
+        polls.arrived("u", 1, 100); // another topic
+        polls.arrived("t", 1, 6);
+        assert_eq!(waiter.join().expect("waiter"), Woken::Arrived);
+        assert_eq!(polls.woken.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_wait_times_out_and_an_arrival_already_there_returns_at_once() {
+        let polls = LongPolls::default();
+        let started = Instant::now();
+        assert_eq!(polls.wait("t", 0, 3, Duration::from_millis(30), || 3), Woken::TimedOut);
+        assert!(started.elapsed() >= Duration::from_millis(30));
+        assert_eq!(polls.wait("t", 0, 3, Duration::from_secs(30), || 4), Woken::Arrived, "already past");
+    }
+
+    #[test]
+    fn close_ends_every_wait_now_and_later() {
+        let polls = Arc::new(LongPolls::default());
+        let waiter = {
+            let polls = Arc::clone(&polls);
+            std::thread::spawn(move || polls.wait("t", 0, 0, Duration::from_secs(30), || 0))
+        };
+        while polls.held.load(Ordering::Relaxed) == 0 {
+            std::thread::yield_now();
+        }
+        polls.close();
+        assert_eq!(waiter.join().expect("waiter"), Woken::Closed);
+        assert_eq!(polls.wait("other", 0, 0, Duration::from_secs(30), || 0), Woken::Closed);
+    }
+}
