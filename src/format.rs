@@ -139,11 +139,7 @@ pub const CLEANER_CHECKPOINT_LEN: usize = 4 + 2 + 8 + 4;
 /// ConsumeQueue entry: `[log_offset u64][size u32][tag_hash u64]`.
 pub const CQ_ENTRY_LEN: usize = 8 /* log_offset */ + 4 /* size */ + 8 /* tag_hash */;
 const _: () = assert!(CQ_ENTRY_LEN == 20);
-/// Entries per ConsumeQueue file.
-#[cfg_attr(
-    not(feature = "internals"),
-    expect(dead_code, reason = "the message store (DESIGN.md §11) is not written yet")
-)]
+/// Entries per ConsumeQueue file (the default of `StoreConfig::queue_entries_per_file`).
 pub const CQ_ENTRIES_PER_FILE: u64 = 300_000;
 /// IndexFile header: begin/end timestamps, begin/end log offsets, slot count, index count.
 pub const INDEX_FILE_HEADER_LEN: usize = 8 + 8 + 8 + 8 + 4 + 4;
