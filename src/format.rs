@@ -145,6 +145,11 @@ const _: () = assert!(CQ_ENTRY_LEN == 20);
     expect(dead_code, reason = "the message store (DESIGN.md §11) is not written yet")
 )]
 pub const CQ_ENTRIES_PER_FILE: u64 = 300_000;
+/// `tag_hash` of a message without a tag.
+pub const CQ_TAG_HASH_NONE: u64 = 0;
+/// `tag_hash` stored for a tag whose FNV-1a 64 is 0 ([`CQ_TAG_HASH_NONE`] means "no tag").
+pub const CQ_TAG_HASH_OF_ZERO: u64 = 1;
+const _: () = assert!(CQ_TAG_HASH_OF_ZERO != CQ_TAG_HASH_NONE);
 /// IndexFile header: begin/end timestamps, begin/end log offsets, slot count, index count.
 pub const INDEX_FILE_HEADER_LEN: usize = 8 + 8 + 8 + 8 + 4 + 4;
 const _: () = assert!(INDEX_FILE_HEADER_LEN == 40);
