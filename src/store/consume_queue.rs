@@ -19,8 +19,11 @@
 //!   descriptor, and is mapped again at its first read.
 //! - Bounds move before files change: a cut lowers `max` first, then waits for the readers of the
 //!   bytes it zeroes (`MappedFile::limit_len`); retention raises `min` first, then retires (waiting
-//!   for readers) and unlinks whole files. A reader whose read fails, or whose file was retired,
-//!   checks the bounds again and answers `None` or looks the file up again.
+//!   for readers) and unlinks whole files. A reader whose file was retired, or whose read failed
+//!   across a cut (a count of cuts tells), looks again: the bounds answer `None`, or the list
+//!   gives the file now holding the entry.
+//! - Opening reads a few slots per queue (a binary search for the active file's end) and syncs
+//!   nothing; after an unclean shutdown `recover` checks what the last process may have torn.
 //! - A failed fdatasync, or a failure in the middle of a cut, poisons the queue: its state on disk
 //!   is unknown, so every later write is `Error::Poisoned` (reopen, and recover).
 //!
@@ -233,8 +236,10 @@ impl ConsumeQueue {
         Ok(queue)
     }
 
-    /// Loads the sealed files (trusted full, opened at first read) and the active one (read to
-    /// count its entries: they end at its first zero entry).
+    /// Loads the sealed files (trusted whole, opened at first read) and the active one (its
+    /// entries end at its first zero slot). Nothing is read whole and nothing is synced, so an
+    /// open costs a few reads per queue however many there are: a crash's damage is found by
+    /// `recover`, and what the last process left unsynced by the first `flush`.
     fn load(&self, sealed: &[Listed], last: &Listed) -> Result<()> {
         let mut files: Vec<Arc<QueueFile>> = sealed
             .iter()
@@ -243,30 +248,25 @@ impl ConsumeQueue {
                 Arc::new(QueueFile { first: f.first, capacity: f.capacity(), file })
             })
             .collect();
-        let scan = scan_active(last)?;
-        let file = MappedFile::open_writable(
-            &last.path,
-            scan.entries * ENTRY_LEN,
-            last.capacity() * ENTRY_LEN,
-            self.reads,
-            CQ_ADVICE,
-        )?;
-        // What an earlier process wrote may still be only in the page cache: durable now, so
-        // what `flush` reports is true from the start.
-        file.flush()?;
+        // Published whole while nobody else has the queue, to find where its entries end.
+        let capacity = last.capacity() * ENTRY_LEN;
+        let file = MappedFile::open_writable(&last.path, capacity, capacity, self.reads, CQ_ADVICE)?;
+        let entries = count_entries(&file, last.capacity())?;
+        file.limit_len(entries * ENTRY_LEN);
         files.push(Arc::new(QueueFile { first: last.first, capacity: last.capacity(), file }));
-        let (min, max) = (files[0].first, last.first + scan.entries);
+        let (min, max) = (files[0].first, last.first + entries);
         *self.files.write() = files;
         self.max.store(max, Ordering::Release);
         self.min.store(min, Ordering::Release);
-        let last_log_offset = match scan.last {
-            Some(entry) => Some(entry.log_offset),
-            None => self.stored_entry(last.first.checked_sub(1).filter(|&q| q >= min))?.map(|e| e.log_offset),
+        let log_offset_before = |q: u64| -> Result<Option<u64>> {
+            Ok(self.stored_entry(q.checked_sub(1).filter(|&q| q >= min))?.map(|e| e.log_offset))
         };
         let mut writer = self.writer.lock();
-        writer.last_log_offset = last_log_offset;
-        writer.dirty_end = scan.dirty_end;
-        writer.flushed = FlushedUpTo { queue_offset: max, last_log_offset };
+        writer.last_log_offset = log_offset_before(max)?;
+        writer.dirty_end = entries;
+        // Sealed files were synced when they were sealed; the active one may hold entries the
+        // last process wrote and never synced: the next flush syncs it.
+        writer.flushed = FlushedUpTo { queue_offset: last.first, last_log_offset: log_offset_before(last.first)? };
         Ok(())
     }
 
@@ -364,7 +364,7 @@ impl ConsumeQueue {
 
     /// The entry at `queue_offset`; `None` outside `[min_offset, max_offset)`.
     pub(crate) fn get(&self, queue_offset: u64) -> Result<Option<Entry>> {
-        Ok(self.read_run(queue_offset, 1)?.first().copied())
+        Ok(self.read_run(queue_offset, 1, true)?.first().copied())
     }
 
     /// Up to `max_count` entries in order from `from` (from `min_offset` if `from` is below it),
@@ -374,7 +374,7 @@ impl ConsumeQueue {
         let mut queue_offset = from.max(self.min_offset());
         let mut found = Vec::with_capacity(max_count.min(self.max_offset().saturating_sub(queue_offset) as usize));
         while found.len() < max_count {
-            let run = self.read_run(queue_offset, (max_count - found.len()) as u64)?;
+            let run = self.read_run(queue_offset, (max_count - found.len()) as u64, true)?;
             if run.is_empty() {
                 break;
             }
@@ -385,10 +385,10 @@ impl ConsumeQueue {
         Ok(found)
     }
 
-    /// Entries from `queue_offset` on, at most `limit` and none past the end of its file, checked
-    /// (none zero, log offsets increasing); empty outside `[min, max)`. Looks again when the files
-    /// change under it.
-    fn read_run(&self, queue_offset: u64, limit: u64) -> Result<Vec<Entry>> {
+    /// Entries from `queue_offset` on, at most `limit` and none past the end of its file, if
+    /// `checked` checked (none zero, log offsets increasing); empty outside `[min, max)`. Looks
+    /// again when the files change under it.
+    fn read_run(&self, queue_offset: u64, limit: u64, checked: bool) -> Result<Vec<Entry>> {
         for _ in 0..READ_ATTEMPTS {
             let cuts = self.cuts.load(Ordering::Acquire);
             let max = self.max.load(Ordering::Acquire);
@@ -399,7 +399,8 @@ impl ConsumeQueue {
             let count = limit.min(max - queue_offset).min(file.end() - queue_offset);
             match file.read(queue_offset, count) {
                 Ok(Some(entries)) => {
-                    if let Some((at, reason)) = first_bad_entry(queue_offset, None, &entries, None) {
+                    let bad = if checked { first_bad_entry(queue_offset, None, &entries, None) } else { None };
+                    if let Some((at, reason)) = bad {
                         return Err(Error::corrupt(file.path(), file.position(at), reason));
                     }
                     return Ok(entries);
@@ -431,15 +432,17 @@ impl ConsumeQueue {
 
     /// The first queue offset in `[min, max)` whose entry's log offset is at least `log_offset`,
     /// or `max` if there is none: where a consumer starting at a log offset (found by time) begins,
-    /// and the entry recovery starts checking from. A binary search (log offsets increase along
-    /// the queue), one entry read per step.
+    /// and where recovery starts checking from the store checkpoint's log offset. A binary search
+    /// (log offsets increase along the queue), one entry read per step. A zero entry counts as
+    /// not below: after a crash the holes are past the entries the checkpoint covers, so the
+    /// search still finds where they end.
     pub(crate) fn queue_offset_for_log_offset(&self, log_offset: u64) -> Result<u64> {
         let (mut low, mut high) = (self.min_offset(), self.max_offset());
         while low < high {
             let middle = low + (high - low) / 2;
-            match self.get(middle)? {
-                Some(entry) if entry.log_offset < log_offset => low = middle + 1,
-                // Not below it, or gone (a cut or retention moved the bounds meanwhile).
+            match self.read_run(middle, 1, false)?.first() {
+                Some(entry) if !entry.is_zero() && entry.log_offset < log_offset => low = middle + 1,
+                // Not below it, a hole, or gone (a cut or retention moved the bounds meanwhile).
                 _ => high = middle,
             }
         }
@@ -501,16 +504,17 @@ impl ConsumeQueue {
     pub(crate) fn recover(&self, from_queue_offset: u64, log_next_offset: u64) -> Result<QueueRecovery> {
         let mut writer = self.writer.lock();
         self.check_not_poisoned()?;
-        let Some(first) = self.files.read().first().map(|f| f.first) else {
+        let files = self.files.read().clone();
+        let (Some(first), Some(active)) = (files.first(), files.last()) else {
             let nothing = QueueRecovery { checked_from: 0, end: 0, removed: 0, reason: None, zeroed_tail: false };
             return Ok(nothing);
         };
         let max = self.max_offset();
-        let checked_from = from_queue_offset.clamp(first, max);
+        let checked_from = from_queue_offset.clamp(first.first, max);
         let bad = self.find_bad_entry(checked_from, max, log_next_offset)?;
         let end = bad.as_ref().map_or(max, |(at, _)| *at);
-        let active_first = self.files.read().last().map_or(first, |f| f.first);
-        let zeroed_tail = writer.dirty_end > max - active_first;
+        writer.dirty_end = dirty_end(active, writer.dirty_end)?;
+        let zeroed_tail = writer.dirty_end > max - active.first;
         let reason = bad.map(|(_, reason)| reason);
         if let Some(reason) = &reason {
             tracing::warn!(
@@ -736,34 +740,30 @@ fn contiguous(dir: &Path, listed: Vec<Listed>) -> Result<Vec<Listed>> {
     Ok(kept)
 }
 
-/// What reading the active file at open found.
-#[derive(Debug)]
-struct ActiveScan {
-    /// Entries before the first zero one.
-    entries: u64,
-    /// The last of them.
-    last: Option<Entry>,
-    /// Slots up to the last non-zero one (≥ `entries`).
-    dirty_end: u64,
+/// The entries of an active file: they end at its first all-zero slot, found by a binary search
+/// (entries, then zeros, as appends leave a file; a crash may have written pages out of order,
+/// and `recover` then checks the entries and the slots past them).
+fn count_entries(file: &MappedFile, capacity: u64) -> Result<u64> {
+    let (mut low, mut high) = (0, capacity);
+    while low < high {
+        let middle = low + (high - low) / 2;
+        let used = file.read_with(middle * ENTRY_LEN, CQ_ENTRY_LEN, |bytes| !Entry::decode_from(bytes).is_zero())?;
+        if used.unwrap_or(false) {
+            low = middle + 1;
+        } else {
+            high = middle;
+        }
+    }
+    Ok(low)
 }
 
-/// Reads the active file whole: its entries end at the first zero entry (a crash can leave later
-/// pages written and earlier ones not; recovery zeroes them).
-fn scan_active(file: &Listed) -> Result<ActiveScan> {
-    let bytes = storage::read_if_exists(&file.path)?.unwrap_or_default();
-    let slots = (bytes.len() as u64 / ENTRY_LEN).min(file.capacity()) as usize;
-    let entries: Vec<Entry> =
-        bytes[..slots * CQ_ENTRY_LEN].chunks_exact(CQ_ENTRY_LEN).map(Entry::decode_from).collect();
-    let count = entries.iter().position(Entry::is_zero).unwrap_or(entries.len());
-    let dirty_end = entries.iter().rposition(|e| !e.is_zero()).map_or(0, |i| i + 1).max(count);
-    if dirty_end > count {
-        tracing::warn!(file = %file.path.display(), entries = count, dirty_end, "non-zero entries after the first zero entry: recovery zeroes them");
-    }
-    Ok(ActiveScan {
-        entries: count as u64,
-        last: count.checked_sub(1).map(|i| entries[i]),
-        dirty_end: dirty_end as u64,
-    })
+/// The slots of `file` (reading all of it) up to its last non-zero one, at least `from`.
+fn dirty_end(file: &QueueFile, from: u64) -> Result<u64> {
+    let bytes = storage::read_if_exists(&file.path())?.unwrap_or_default();
+    let slots = (bytes.len() as u64 / ENTRY_LEN).min(file.capacity) as usize;
+    let last_used =
+        bytes[..slots * CQ_ENTRY_LEN].chunks_exact(CQ_ENTRY_LEN).rposition(|slot| slot.iter().any(|&b| b != 0));
+    Ok(last_used.map_or(0, |i| i as u64 + 1).max(from))
 }
 
 #[cfg(test)]
@@ -983,6 +983,24 @@ mod tests {
         fill(&queue, 5..10);
         drop(queue);
         assert_holds(&open(dir.path(), 4), 0..10);
+    }
+
+    #[test]
+    fn recovery_cuts_at_a_hole_in_the_active_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fill(&open(dir.path(), 8), 0..6);
+        // A crash wrote the pages of entries 3..6 and not the one of entry 2.
+        overwrite_slot(dir.path(), 0, 2, &[0; CQ_ENTRY_LEN]);
+        let queue = open(dir.path(), 8);
+        assert_eq!(queue.max_offset(), 6, "the open's binary search stepped over the hole");
+        assert!(matches!(queue.get(2), Err(Error::Corrupt { .. })));
+        let from = queue.queue_offset_for_log_offset(entry(2).log_offset).expect("search");
+        assert_eq!(from, 2, "the search for the checkpoint's entry counts the hole as not below");
+        let report = queue.recover(from, 1000).expect("recover");
+        let reason = Corruption::QueueEntryUnused { queue_offset: 2 };
+        assert_eq!((report.end, report.removed, report.reason), (2, 4, Some(reason)));
+        assert!(file_bytes(dir.path(), 0)[40..].iter().all(|&b| b == 0));
+        assert_holds(&queue, 0..2);
     }
 
     #[test]
@@ -1220,8 +1238,11 @@ mod tests {
         fill(&queue, 3..5);
         assert_eq!(queue.flush().expect("flush"), FlushedUpTo { queue_offset: 5, last_log_offset: Some(45) });
         drop(queue);
+        // After an open only the sealed files count: the active one may hold entries a crashed
+        // process never synced, until the next flush syncs it.
         let queue = open(dir.path(), 4);
-        assert_eq!(queue.flushed_up_to(), FlushedUpTo { queue_offset: 5, last_log_offset: Some(45) });
+        assert_eq!(queue.flushed_up_to(), FlushedUpTo { queue_offset: 4, last_log_offset: Some(35) });
+        assert_eq!(queue.flush().expect("flush"), FlushedUpTo { queue_offset: 5, last_log_offset: Some(45) });
     }
 
     /// Configures failpoint `name` for the paths under one directory while it lives (so the
