@@ -328,6 +328,46 @@ pub enum Corruption {
         /// The largest timestamp in the segment.
         max_timestamp: i64,
     },
+    /// A consume-queue (`.cq`) entry inside the queue is all zero: unused space where an entry
+    /// must be (the queue ends at its first zero entry).
+    #[error("queue entry {queue_offset} is unused (all zero)")]
+    QueueEntryUnused {
+        /// The entry's queue offset.
+        queue_offset: u64,
+    },
+    /// A consume-queue entry's log offset is not above the previous entry's (a queue's messages
+    /// are in log order, each at its own offset).
+    #[error("queue entry {queue_offset}: log offset {found} does not increase past {previous}")]
+    QueueLogOffsetNotIncreasing {
+        /// The entry's queue offset.
+        queue_offset: u64,
+        /// The previous entry's log offset.
+        previous: u64,
+        /// This entry's log offset.
+        found: u64,
+    },
+    /// A consume-queue entry points at or past the commit log's next offset: at a message the log
+    /// does not hold (it lost a torn tail the queue had seen).
+    #[error(
+        "queue entry {queue_offset} points at log offset {log_offset}, at or past the log's next offset {log_next}"
+    )]
+    QueueEntryPastLogEnd {
+        /// The entry's queue offset.
+        queue_offset: u64,
+        /// The log offset in the entry.
+        log_offset: u64,
+        /// The commit log's next offset.
+        log_next: u64,
+    },
+    /// A message's queue offset does not continue its consume queue: the queue and the commit log
+    /// disagree (entries are missing from the queue, or the record's queue offset is wrong).
+    #[error("queue offset {found} does not continue the queue, which ends at {expected}")]
+    QueueOffsetMismatch {
+        /// The queue's end (its next queue offset).
+        expected: u64,
+        /// The queue offset given.
+        found: u64,
+    },
     /// A checkpoint or marker file failed its checks.
     #[error("{0}")]
     BadFile(&'static str),

@@ -30,11 +30,12 @@
 //! thread, about to append batches).
 //!
 //! Error points: `create_segment` (a roll, before any byte of the batch is stored),
-//! `append_after_data` (after a batch's bytes are stored), `fdatasync`,
-//! `fsync_directory`, `write_checkpoint` (before anything is written), `checkpoint_fdatasync` (the
-//! checkpoint's slot written, its fdatasync failing); `fallocate_enospc` makes every preallocation fail as on a
-//! full disk (`Error::DiskFull`), `new_file_enospc` every file written whole (a checkpoint, a
-//! marker) replaced atomically.
+//! `append_after_data` (after a batch's bytes are stored), `fdatasync`, `fsync_directory`,
+//! `write_checkpoint` (before anything is written), `checkpoint_fdatasync` (the checkpoint's slot
+//! written, its fdatasync failing); `fallocate_enospc` makes every preallocation fail as on a full
+//! disk (`Error::DiskFull`), `new_file_enospc` every file written whole (a checkpoint, a marker)
+//! replaced atomically. Configured as `return(text)`, the error points made with `error_point!`
+//! and `fallocate_enospc` fail only for paths containing `text`.
 //!
 //! Damage points (flip a byte, as a bug or failing hardware would): `cleaner_output_damaged` (a
 //! compaction group's `.cleaned` output written and fsynced, not yet checked).
@@ -72,12 +73,21 @@ macro_rules! crash_point {
 }
 
 /// An error point: returns `Error::Io` for `$path` when the point `$name` is configured.
+/// Configured as `return(text)`, it fails only for paths containing `text` (a unit test can fail
+/// the files of its own directory without failing the tests running beside it).
 macro_rules! error_point {
     ($name:literal, $path:expr) => {
         #[cfg(feature = "failpoints")]
-        if fail::eval($name, |_| ()).is_some() {
+        // The path is built only when the point is configured: appends pass here, and must not
+        // allocate (tests/append_allocations.rs).
+        if let Some(path) = fail::eval($name, |only: Option<String>| {
+            let path = ::std::path::PathBuf::from($path);
+            only.is_none_or(|text| path.to_string_lossy().contains(&text)).then_some(path)
+        })
+        .flatten()
+        {
             let source = std::io::Error::other(concat!("injected failure at ", $name));
-            return Err($crate::error::Error::Io { op: $name, path: ::std::path::PathBuf::from($path), source });
+            return Err($crate::error::Error::Io { op: $name, path, source });
         }
     };
 }

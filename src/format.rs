@@ -136,11 +136,27 @@ pub const CLEANER_CHECKPOINT_LEN: usize = 4 + 2 + 8 + 4;
 
 // ---- Message store files (DESIGN.md §11) ---------------------------------------------------------
 
+/// Position of `log_offset u64` in a ConsumeQueue (`.cq`) entry: the commit-log offset of the
+/// message (an offset, not a byte position: it stays valid across retention and compaction).
+pub const CQ_LOG_OFFSET_POS: usize = 0;
+/// Position of `size u32` in a `.cq` entry: the record's encoded size, never 0 (so an all-zero
+/// entry is never data: it marks the unused tail of a file).
+pub const CQ_SIZE_POS: usize = CQ_LOG_OFFSET_POS + 8;
+/// Position of `tag_hash u64` in a `.cq` entry: FNV-1a 64 of the message's tag, or
+/// [`CQ_TAG_HASH_NONE`].
+pub const CQ_TAG_HASH_POS: usize = CQ_SIZE_POS + 4;
 /// ConsumeQueue entry: `[log_offset u64][size u32][tag_hash u64]`.
-pub const CQ_ENTRY_LEN: usize = 8 /* log_offset */ + 4 /* size */ + 8 /* tag_hash */;
+pub const CQ_ENTRY_LEN: usize = CQ_TAG_HASH_POS + 8;
 const _: () = assert!(CQ_ENTRY_LEN == 20);
-/// Entries per ConsumeQueue file (the default of `StoreConfig::queue_entries_per_file`).
+/// Entries per ConsumeQueue file, the default of the store's `queue_entries_per_file`. A file's
+/// capacity is fixed when it is created (its length / [`CQ_ENTRY_LEN`]), so files of a queue
+/// created under different settings can sit side by side.
 pub const CQ_ENTRIES_PER_FILE: u64 = 300_000;
+/// `tag_hash` of a message without a tag.
+pub const CQ_TAG_HASH_NONE: u64 = 0;
+/// `tag_hash` stored for a tag whose FNV-1a 64 is 0 ([`CQ_TAG_HASH_NONE`] means "no tag").
+pub const CQ_TAG_HASH_OF_ZERO: u64 = 1;
+const _: () = assert!(CQ_TAG_HASH_OF_ZERO != CQ_TAG_HASH_NONE);
 /// IndexFile header: begin/end timestamps, begin/end log offsets, slot count, index count.
 pub const INDEX_FILE_HEADER_LEN: usize = 8 + 8 + 8 + 8 + 4 + 4;
 const _: () = assert!(INDEX_FILE_HEADER_LEN == 40);
@@ -211,6 +227,8 @@ pub const MESSAGE_BORN_HEADER: &str = "strata.born";
 /// The longest topic name, in bytes (a topic names a directory).
 pub const MAX_TOPIC_LEN: usize = 127;
 const _: () = assert!(MESSAGE_TOPIC_HEADER.len() > MESSAGE_HEADER_PREFIX.len());
+/// ConsumeQueue file suffix: `<consumequeue>/<topic>/<queue_id>/<first queue offset, 20 digits>.cq`.
+pub const CQ_SUFFIX: &str = ".cq";
 /// The directory lock file.
 pub const LOCK_FILE: &str = ".lock";
 /// The checkpoint file.
@@ -219,7 +237,8 @@ pub const CHECKPOINT_FILE: &str = "checkpoint";
 pub const CLEAN_SHUTDOWN_FILE: &str = ".clean-shutdown";
 /// The cleaner checkpoint file.
 pub const CLEANER_CHECKPOINT_FILE: &str = "cleaner-checkpoint";
-/// Digits of the zero-padded base offset in a file name.
+/// Digits of the zero-padded number in a file name: a segment's base offset, a `.cq` file's first
+/// queue offset.
 pub const FILE_NAME_DIGITS: usize = 20;
 
 /// `00000000000000368769.log` for `(368769, LOG_SUFFIX)`.
@@ -248,6 +267,7 @@ mod tests {
         assert_eq!(parse_file_name(&name), Some((368_769, ".log")));
         assert_eq!(parse_file_name("00000000000000000007.log.deleted"), Some((7, ".log.deleted")));
         assert_eq!(parse_file_name(&file_name(u64::MAX, INDEX_SUFFIX)), Some((u64::MAX, ".index")));
+        assert_eq!(file_name(300_000, CQ_SUFFIX), "00000000000000300000.cq");
     }
 
     #[test]

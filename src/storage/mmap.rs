@@ -307,6 +307,32 @@ impl MappedFile {
         Ok(())
     }
 
+    /// Zeroes the bytes from the published length up to `end` (at most the capacity) of a writable
+    /// file and fdatasyncs it: the stale tail of a file cut in place, so bytes past the cut can
+    /// never pass for data after a later crash (a derived file's recovery ends at its first zero
+    /// entry). Nobody reads those bytes (they are not published) and appends wait meanwhile.
+    /// Writes into the file's own allocated blocks, so a full disk cannot stop it.
+    pub(crate) fn zero_unpublished(&self, end: u64) -> Result<()> {
+        static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+        let _appender = self.append_lock.lock();
+        let state = self.state.read();
+        let State::Writable { file, capacity, .. } = &*state else {
+            return Err(self.misuse("zero the tail of a sealed file"));
+        };
+        let (start, end) = (self.len.load(Ordering::Relaxed), end.min(*capacity));
+        if start >= end {
+            return Ok(());
+        }
+        let mut position = start;
+        while position < end {
+            let chunk = (end - position).min(ZEROS.len() as u64);
+            file.write_all_at(&ZEROS[..chunk as usize], position).map_err(|e| self.io_error("pwrite", e))?;
+            position += chunk;
+        }
+        error_point!("fdatasync", self.path());
+        file.sync_data().map_err(|e| self.io_error("fdatasync", e))
+    }
+
     /// Seals the file: flush, drop the map and descriptor, trim to the published length, flush.
     /// Waits for current readers of this file (not for fsyncs: those run outside the write lock).
     pub(crate) fn seal(&self) -> Result<()> {
@@ -377,7 +403,9 @@ impl MappedFile {
         Ok(())
     }
 
-    /// Publishes fewer bytes (a read-only view using a prefix of a file still being written).
+    /// Publishes fewer bytes: a read-only view using a prefix of a file still being written, or
+    /// the first step of cutting a file in place (waits for current readers, so once it returns no
+    /// reader reads past `len`; an append then continues at `len`).
     pub(crate) fn limit_len(&self, len: u64) {
         let _state = self.state.write();
         if len < self.len() {
@@ -503,6 +531,22 @@ mod tests {
         assert_eq!(file.window_len(), PREAD_WINDOW);
         assert_eq!(file.read_with(3, 4, |b| b.to_vec()).expect("read").as_deref(), Some(&b"3456"[..]));
         assert!(file.read_with(8, 4, |b| b.len()).is_err(), "past the length");
+    }
+
+    #[test]
+    fn a_cut_zeroes_the_unpublished_tail_and_appends_continue_at_the_cut() {
+        for reads in BOTH {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("f");
+            let file = MappedFile::create(&path, 64, reads, "").expect("create");
+            file.append(b"0123456789").expect("append");
+            file.limit_len(4);
+            assert!(file.read_with(0, 5, |b| b.len()).is_err(), "past the cut");
+            file.zero_unpublished(u64::MAX).expect("zero");
+            assert_eq!(std::fs::read(&path).expect("read")[..12], *b"0123\0\0\0\0\0\0\0\0");
+            assert_eq!(file.append(b"ab").expect("append"), 4);
+            assert_eq!(file.read_with(0, 6, |b| b.to_vec()).expect("read").as_deref(), Some(&b"0123ab"[..]));
+        }
     }
 
     #[test]

@@ -118,9 +118,13 @@ pub(crate) fn file_len(path: &Path) -> Result<u64> {
 /// `advice` on what lowers the need. A file system without fallocate gets a sparse `set_len`
 /// and a warning (appends use `pwrite`, so a full disk is then a write error, never a SIGBUS).
 pub(crate) fn allocate(file: &File, path: &Path, len: u64, advice: &'static str) -> Result<()> {
-    // Tests make the disk "full" here (failpoint `fallocate_enospc`).
+    // Tests make the disk "full" here (failpoint `fallocate_enospc`; configured as `return(text)`,
+    // only for paths containing `text`, so a unit test can fill "the disk" of its own directory
+    // without failing the tests running beside it).
     #[cfg(feature = "failpoints")]
-    if fail::eval("fallocate_enospc", |_| ()).is_some() {
+    if fail::eval("fallocate_enospc", |only| only.is_none_or(|text| path.to_string_lossy().contains(&text)))
+        .unwrap_or(false)
+    {
         return Err(disk_full("fallocate", path, Some(len), advice));
     }
     // A failed allocation may keep what it got and grow the file (ext4 does): it is undone, so a
