@@ -20,6 +20,7 @@ mod log;
 mod producer;
 mod records;
 mod storage;
+mod store;
 
 pub use clock::{Clock, ManualClock};
 pub use config::{CleanupPolicy, FlushPolicy, LogConfig, ReadPath, RecoveryMode};
