@@ -16,21 +16,30 @@
 //! 999 ms outside it (the caller, which reads the message anyway, checks exactly if it cares). A
 //! put whose timestamp is below an earlier put's second counts as that second.
 //!
+//! The active file keeps its slot table in memory (4 bytes a slot: 20 MB for RocketMQ's 5M slots)
+//! and its newest entries too, up to `PENDING_ENTRIES`, then written with one `pwrite`: a put
+//! costs no system call (measured: about 0.1 µs, against 2.3 µs with a `pwrite` for the entry and
+//! one for the slot). A flush writes the entries and the changed pages of the slot table; the
+//! seal writes all and drops the table.
+//!
 //! Concurrency (DESIGN.md §5: bytes a reader may be reading are never modified while it reads
-//! them): the active file's slots are rewritten in place, so a put and a query of the active file
-//! exclude each other (the file's `active` lock, held for microseconds). A sealed file never
-//! changes: it is queried without that lock, holds no descriptor, and is mapped at its first query
-//! (`MappedFile`). One writer (the dispatcher), any number of readers; `IndexFiles` is `Send +
-//! Sync`.
+//! them): the active file's slots and newest entries change under puts, so a put and a query of
+//! the active file exclude each other (the file's `active` lock, held for a put's memory writes,
+//! or a query's walk). Entries are written to the file once, past those its queries read there.
+//! A sealed file never changes: it is queried without that lock, holds no descriptor, and is
+//! mapped at its first query (`MappedFile`). One writer (the dispatcher), any number of readers;
+//! `IndexFiles` is `Send + Sync`.
 //!
 //! Durability: a new file is created at full size with fallocate (a full disk fails there, never
 //! at a put), its header (with the begin timestamp every time is relative to) fdatasynced and the
-//! directory fsynced. Puts write with `pwrite` and sync nothing; [`IndexFile::flush`] fdatasyncs the
-//! entries, then writes the header counting them and fdatasyncs again, so a header on disk never
-//! counts an entry that is not. **Contract for the store**: it may record that every message below
-//! log offset X is indexed (its checkpoint) only after a `flush` that returned after their puts.
-//! Then every entry past a crashed file's header count is for a message at or past X, which
-//! dispatch redoes; [`IndexFiles::recover`] validates the newest file entry by entry and cuts it.
+//! directory fsynced. Puts sync nothing, and an entry not yet written is lost with the process;
+//! [`IndexFile::flush`] writes the entries and changed slots, fdatasyncs, then writes the header
+//! counting the entries and fdatasyncs again, so a header on disk never counts an entry that is
+//! not. **Contract for the store**: it may record that every message below log offset X is
+//! indexed (its checkpoint) only after a `flush` that returned after their puts. Then every entry
+//! past a crashed file's header count is for a message at or past X, which dispatch redoes;
+//! [`IndexFiles::recover`] validates the newest file entry by entry, cuts it, and rebuilds its
+//! slots. A clean close is a `flush` (the slot table on disk is then whole).
 //!
 //! Lock order (a thread holding lock *n* takes only locks numbered above *n*): 1
 //! `IndexFiles::writer` → 2 `IndexFiles::files` → 3 an `IndexFile`'s `flushing` → 4 its `active`
@@ -180,6 +189,81 @@ pub(crate) struct FileRecovery {
     pub cut_at: Option<(u32, &'static str)>,
 }
 
+/// Slots in a 4 KiB page of the slot table: the unit in which a flush writes changed slots.
+const SLOTS_PER_PAGE: usize = 4096 / INDEX_FILE_SLOT_LEN;
+
+/// Entries a put keeps in memory before writing them all with one `pwrite`.
+const PENDING_ENTRIES: usize = 256;
+
+/// What only the active file has: its slot table in memory (queries of the active file read it
+/// here; the file's copy is written at flush and seal) and its newest entries, not yet written.
+#[derive(Debug)]
+struct ActiveState {
+    slots: Vec<u32>,
+    /// One bit per page of `slots` (`SLOTS_PER_PAGE` slots) changed since the last flush.
+    dirty: Vec<u64>,
+    /// Entries put but not yet written, encoded; the first is entry `pending_first`.
+    pending: Vec<u8>,
+    pending_first: u32,
+    /// The last entry's `time_diff_s`: no later entry gets a smaller one.
+    last_time_diff_s: u32,
+}
+
+impl ActiveState {
+    fn new(slots: Vec<u32>, index_count: u32, last_time_diff_s: u32) -> ActiveState {
+        let pages = slots.len().div_ceil(SLOTS_PER_PAGE);
+        ActiveState {
+            dirty: vec![0; pages.div_ceil(64)],
+            slots,
+            pending: Vec::with_capacity(PENDING_ENTRIES * INDEX_FILE_ENTRY_LEN),
+            pending_first: index_count + 1,
+            last_time_diff_s,
+        }
+    }
+
+    fn set_slot(&mut self, slot: usize, n: u32) {
+        self.slots[slot] = n;
+        let page = slot / SLOTS_PER_PAGE;
+        self.dirty[page / 64] |= 1 << (page % 64);
+    }
+
+    /// Entry `n` if it is one of the entries not yet written.
+    fn pending_entry(&self, n: u32) -> Option<IndexEntry> {
+        let at = n.checked_sub(self.pending_first)? as usize * INDEX_FILE_ENTRY_LEN;
+        self.pending.get(at..at + INDEX_FILE_ENTRY_LEN).map(IndexEntry::decode)
+    }
+
+    /// The runs of pages marked in `dirty`, as slot ranges.
+    fn runs(&self, dirty: &[u64]) -> Vec<std::ops::Range<usize>> {
+        let pages = self.slots.len().div_ceil(SLOTS_PER_PAGE);
+        let is_dirty = |page: usize| dirty[page / 64] & (1 << (page % 64)) != 0;
+        let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+        for page in (0..pages).filter(|&p| is_dirty(p)) {
+            let slots = page * SLOTS_PER_PAGE..((page + 1) * SLOTS_PER_PAGE).min(self.slots.len());
+            match runs.last_mut() {
+                Some(run) if run.end == slots.start => run.end = slots.end,
+                _ => runs.push(slots),
+            }
+        }
+        runs
+    }
+
+    /// The stored bytes of `slots`.
+    fn slot_bytes(&self, slots: std::ops::Range<usize>) -> Vec<u8> {
+        let mut bytes = vec![0u8; slots.len() * INDEX_FILE_SLOT_LEN];
+        BigEndian::write_u32_into(&self.slots[slots], &mut bytes);
+        bytes
+    }
+}
+
+/// Where a query reads: the active file's memory (its slots, its unwritten entries) before the
+/// file, or the file alone (a sealed file).
+#[derive(Clone, Copy)]
+enum View<'a> {
+    Active(&'a ActiveState),
+    Sealed,
+}
+
 /// One `.idx` file. See the module docs.
 #[derive(Debug)]
 pub(crate) struct IndexFile {
@@ -194,14 +278,12 @@ pub(crate) struct IndexFile {
     end_timestamp_ms: AtomicI64,
     end_log_offset: AtomicU64,
     index_count: AtomicU32,
-    /// The last entry's `time_diff_s`: no later entry gets a smaller one.
-    last_time_diff_s: AtomicU32,
     /// Set (Release) once the file is sealed and never changes again.
     sealed: AtomicBool,
-    /// Puts hold it for writing, queries of the active file for reading: slots are rewritten in
-    /// place, and a reader never reads bytes while they change.
-    active: RwLock<()>,
-    /// Serialises the header writes of `flush`, `seal` and `recover`.
+    /// The active file's state (`None` once sealed). Puts hold it for writing, queries of the
+    /// active file for reading: the slots and the newest entries change under puts.
+    active: RwLock<Option<ActiveState>>,
+    /// Serialises flushes, the seal and recovery (the header's writers).
     flushing: Mutex<()>,
 }
 
@@ -228,27 +310,40 @@ impl IndexFile {
             slot_count: slots,
             index_count: 0,
         };
-        let index = IndexFile::new(file, header, entries, 0, false);
-        let durable = index.file.write_at(0, &header.encode()).and_then(|()| index.file.flush_detached());
+        let durable = file.write_at(0, &header.encode()).and_then(|()| file.flush_detached());
         if let Err(error) = durable.and_then(|()| storage::sync_dir(dir)) {
-            index.file.retire();
+            file.retire();
             let _ = storage::remove_if_exists(&path);
             return Err(error);
         }
-        Ok(index)
+        let state = ActiveState::new(vec![0; slots as usize], 0, 0);
+        Ok(IndexFile::new(file, header, entries, Some(state)))
     }
 
     /// Opens an existing file as the active one (puts continue after its header's `index_count`),
-    /// after checking its header (`Error::Corrupt` naming the file and field otherwise). After an
-    /// unclean shutdown, [`IndexFile::recover`] it before the first put.
+    /// after checking its header (`Error::Corrupt` naming the file and field otherwise). Its slot
+    /// table is read into memory. After an unclean shutdown, [`IndexFile::recover`] it before the
+    /// first put.
     pub(crate) fn open(path: &Path) -> Result<IndexFile> {
         let (header, file_len, capacity) = read_header(path)?;
         let file = MappedFile::open_writable(path, file_len, file_len, ReadPath::Mmap, INDEX_FILE_ADVICE)?;
-        let mut index = IndexFile::new(file, header, capacity, 0, false);
-        if header.index_count > 0 {
-            let last = index.read_entry(header.index_count)?.ok_or_else(|| index.misuse("read a retired file"))?;
-            index.last_time_diff_s = AtomicU32::new(last.time_diff_s);
-        }
+        let mut index = IndexFile::new(file, header, capacity, None);
+        let table_len = header.slot_count as usize * INDEX_FILE_SLOT_LEN;
+        let read_slots = |b: &[u8]| {
+            let mut slots = vec![0u32; header.slot_count as usize];
+            BigEndian::read_u32_into(b, &mut slots);
+            slots
+        };
+        let slots = index.file.read_with(INDEX_FILE_HEADER_LEN as u64, table_len, read_slots)?;
+        let last_time_diff_s = match header.index_count {
+            0 => Some(0),
+            n => index.read_entry(n)?.map(|last| last.time_diff_s),
+        };
+        let (Some(slots), Some(last_time_diff_s)) = (slots, last_time_diff_s) else {
+            return Err(index.misuse("read a retired index file"));
+        };
+        index.active = RwLock::new(Some(ActiveState::new(slots, header.index_count, last_time_diff_s)));
+        index.sealed = AtomicBool::new(false);
         Ok(index)
     }
 
@@ -257,10 +352,10 @@ impl IndexFile {
     pub(crate) fn open_sealed(path: &Path) -> Result<IndexFile> {
         let (header, file_len, capacity) = read_header(path)?;
         let file = MappedFile::open_sealed(path, file_len, ReadPath::Mmap);
-        Ok(IndexFile::new(file, header, capacity, 0, true))
+        Ok(IndexFile::new(file, header, capacity, None))
     }
 
-    fn new(file: MappedFile, header: IndexHeader, entry_capacity: u32, last_time_diff_s: u32, sealed: bool) -> Self {
+    fn new(file: MappedFile, header: IndexHeader, entry_capacity: u32, active: Option<ActiveState>) -> Self {
         IndexFile {
             file,
             begin_log_offset: header.begin_log_offset,
@@ -270,9 +365,8 @@ impl IndexFile {
             end_timestamp_ms: AtomicI64::new(header.end_timestamp_ms),
             end_log_offset: AtomicU64::new(header.end_log_offset),
             index_count: AtomicU32::new(header.index_count),
-            last_time_diff_s: AtomicU32::new(last_time_diff_s),
-            sealed: AtomicBool::new(sealed),
-            active: RwLock::new(()),
+            sealed: AtomicBool::new(active.is_none()),
+            active: RwLock::new(active),
             flushing: Mutex::new(()),
         }
     }
@@ -337,13 +431,14 @@ impl IndexFile {
 
     /// Indexes the message at `log_offset` with timestamp `timestamp_ms` under `key_hash`.
     /// `false` when the file is full (the caller rolls to a new file). Log offsets must not go
-    /// back (a message with several keys puts the same offset several times). A failed put changes
-    /// nothing a query sees.
+    /// back (a message with several keys puts the same offset several times). The entry is kept
+    /// in memory and written with the next `PENDING_ENTRIES` (or at the next flush); a failed put
+    /// changes nothing.
     pub(crate) fn put(&self, key_hash: u32, log_offset: u64, timestamp_ms: i64) -> Result<bool> {
-        let _writer = self.active.write();
-        if self.sealed.load(Ordering::Relaxed) {
+        let mut active = self.active.write();
+        let Some(state) = active.as_mut() else {
             return Err(self.misuse("put into a sealed index file"));
-        }
+        };
         let count = self.index_count.load(Ordering::Relaxed);
         if count + 1 >= self.entry_capacity {
             return Ok(false);
@@ -352,26 +447,38 @@ impl IndexFile {
         if log_offset < floor {
             return Err(self.misuse("index put going back in log offset"));
         }
+        if state.pending.len() >= PENDING_ENTRIES * INDEX_FILE_ENTRY_LEN {
+            self.write_pending(state)?;
+        }
         let n = count + 1;
-        let slot = self.slot_position(key_hash);
-        let prev_entry = match self.read_u32(slot)? {
+        debug_assert_eq!(state.pending_first as usize + state.pending.len() / INDEX_FILE_ENTRY_LEN, n as usize);
+        let slot = self.slot_of(key_hash);
+        let prev_entry = match state.slots[slot] {
             prev if prev <= count => prev,
             prev => {
                 tracing::warn!(file = %self.path().display(), slot, prev, count, "index slot points past the entries; its chain restarts");
                 0
             }
         };
-        let time_diff_s = self.time_diff_s(timestamp_ms).max(self.last_time_diff_s.load(Ordering::Relaxed));
+        let time_diff_s = self.time_diff_s(timestamp_ms).max(state.last_time_diff_s);
         let entry = IndexEntry { key_hash, log_offset, time_diff_s, prev_entry };
-        // The entry first, past the count where no query looks, then the slot: a failure of
-        // either leaves every chain a query can walk as it was.
-        self.file.write_at(self.entry_position(n), &entry.encode())?;
-        self.file.write_at(slot, &n.to_be_bytes())?;
-        self.last_time_diff_s.store(time_diff_s, Ordering::Relaxed);
+        state.pending.extend_from_slice(&entry.encode());
+        state.set_slot(slot, n);
+        state.last_time_diff_s = time_diff_s;
         self.end_log_offset.store(log_offset, Ordering::Release);
         self.end_timestamp_ms.fetch_max(timestamp_ms, Ordering::AcqRel);
         self.index_count.store(n, Ordering::Release);
         Ok(true)
+    }
+
+    /// Writes the entries kept in memory (one `pwrite`); queries then read them from the file.
+    fn write_pending(&self, state: &mut ActiveState) -> Result<()> {
+        if !state.pending.is_empty() {
+            self.file.write_at(self.entry_position(state.pending_first), &state.pending)?;
+            state.pending_first += (state.pending.len() / INDEX_FILE_ENTRY_LEN) as u32;
+            state.pending.clear();
+        }
+        Ok(())
     }
 
     /// The log offsets indexed under `key_hash` whose time may be in `[begin_ms, end_ms]`, newest
@@ -395,17 +502,34 @@ impl IndexFile {
         if found.len() >= max || begin_ms > end_ms {
             return Ok(());
         }
-        // A sealed file never changes: no lock. The active one's slots change under puts.
-        let _reader = (!self.sealed.load(Ordering::Acquire)).then(|| self.active.read());
+        if self.sealed.load(Ordering::Acquire) {
+            // A sealed file never changes: no lock.
+            return self.walk(View::Sealed, key_hash, (begin_ms, end_ms), max, found);
+        }
+        let active = self.active.read();
+        let view = active.as_ref().map_or(View::Sealed, View::Active);
+        self.walk(view, key_hash, (begin_ms, end_ms), max, found)
+    }
+
+    /// Walks the chain of `key_hash`'s slot, at most `index_count` steps, each to a lower entry.
+    fn walk(
+        &self,
+        view: View<'_>,
+        key_hash: u32,
+        range_ms: (i64, i64),
+        max: usize,
+        found: &mut Vec<u64>,
+    ) -> Result<()> {
+        let (begin_ms, end_ms) = range_ms;
         let count = self.index_count.load(Ordering::Acquire);
         if count == 0 || !self.overlaps(begin_ms, end_ms) {
             return Ok(());
         }
-        let Some(mut n) = self.read_u32_or_retired(self.slot_position(key_hash))? else { return Ok(()) };
+        let Some(mut n) = self.slot_value(view, key_hash)? else { return Ok(()) };
         let mut steps = 0;
         while n != 0 && n <= count && steps < count && found.len() < max {
             steps += 1;
-            let Some(entry) = self.read_entry(n)? else { return Ok(()) };
+            let Some(entry) = self.entry_in(view, n)? else { return Ok(()) };
             let (from_ms, to_ms) = self.second_of(entry.time_diff_s);
             if to_ms < begin_ms {
                 break; // every older entry is older still
@@ -421,42 +545,92 @@ impl IndexFile {
         Ok(())
     }
 
+    /// What `key_hash`'s slot holds; `None` if the file was retired (deleted by retention while a
+    /// query held it).
+    fn slot_value(&self, view: View<'_>, key_hash: u32) -> Result<Option<u32>> {
+        match view {
+            View::Active(state) => Ok(Some(state.slots[self.slot_of(key_hash)])),
+            View::Sealed => self.file.read_with(self.slot_position(key_hash), INDEX_FILE_SLOT_LEN, BigEndian::read_u32),
+        }
+    }
+
+    /// Entry `n`; `None` if the file was retired.
+    fn entry_in(&self, view: View<'_>, n: u32) -> Result<Option<IndexEntry>> {
+        if let View::Active(state) = view
+            && let Some(entry) = state.pending_entry(n)
+        {
+            return Ok(Some(entry));
+        }
+        self.read_entry(n)
+    }
+
     /// Whether a time in `[begin_ms, end_ms]` can be in the file (always `false` while empty).
     pub(crate) fn overlaps(&self, begin_ms: i64, end_ms: i64) -> bool {
         self.index_count() > 0 && self.begin_timestamp_ms <= end_ms && self.end_timestamp_ms() >= begin_ms
     }
 
-    /// Makes every entry put so far durable, and the header counting them: fdatasync, write the
-    /// header, fdatasync (a header on disk never counts an entry that is not). Puts go on
-    /// meanwhile (the syncs hold no lock they take). A sealed file has nothing to flush.
+    /// Makes every entry put so far durable, and the header counting them: writes the entries
+    /// kept in memory and the slots changed since the last flush, fdatasyncs, writes the header,
+    /// fdatasyncs (a header on disk never counts an entry that is not). Puts and queries go on
+    /// during the syncs. A sealed file has nothing to flush.
     pub(crate) fn flush(&self) -> Result<()> {
         let _flushing = self.flushing.lock();
-        if self.is_sealed() {
-            return Ok(());
-        }
-        self.write_header_durably()
+        self.flush_locked()
     }
 
-    fn write_header_durably(&self) -> Result<()> {
-        let header = {
-            let _writer = self.active.read();
-            self.header()
+    fn flush_locked(&self) -> Result<()> {
+        let (header, dirty) = {
+            let mut active = self.active.write();
+            let Some(state) = active.as_mut() else { return Ok(()) };
+            self.write_pending(state)?;
+            let clean = vec![0; state.dirty.len()];
+            (self.header(), std::mem::replace(&mut state.dirty, clean))
         };
+        if let Err(error) = self.write_slots(&dirty) {
+            if let Some(state) = self.active.write().as_mut() {
+                state.dirty.iter_mut().zip(&dirty).for_each(|(now, failed)| *now |= failed);
+            }
+            return Err(error);
+        }
         self.file.flush_detached()?;
         self.file.write_at(0, &header.encode())?;
         self.file.flush_detached()
     }
 
-    /// Seals the file: flushed as by [`IndexFile::flush`], then its map and descriptor are
-    /// released; later queries map it again, lazily, and read it without the `active` lock.
+    /// Writes the slot pages marked in `dirty`, each run copied under the read lock (puts wait
+    /// for the copy, queries do not).
+    fn write_slots(&self, dirty: &[u64]) -> Result<()> {
+        let runs = match &*self.active.read() {
+            Some(state) => state.runs(dirty),
+            None => return Ok(()),
+        };
+        for run in runs {
+            let position = self.slot_position_of(run.start);
+            let Some(bytes) = self.active.read().as_ref().map(|state| state.slot_bytes(run)) else { return Ok(()) };
+            self.file.write_at(position, &bytes)?;
+        }
+        Ok(())
+    }
+
+    /// Seals the file: flushed as by [`IndexFile::flush`], then its map, descriptor and slot table
+    /// in memory are released; later queries map it again, lazily, and read it without the
+    /// `active` lock.
     pub(crate) fn seal(&self) -> Result<()> {
         let _flushing = self.flushing.lock();
-        if self.is_sealed() {
-            return Ok(());
+        self.flush_locked()?;
+        let mut active = self.active.write();
+        let Some(state) = active.as_mut() else { return Ok(()) };
+        // Nothing was put since the flush (the caller is the only writer): this writes nothing.
+        let dirty = std::mem::take(&mut state.dirty);
+        if !state.pending.is_empty() || dirty.iter().any(|&bits| bits != 0) {
+            self.write_pending(state)?;
+            for run in state.runs(&dirty) {
+                self.file.write_at(self.slot_position_of(run.start), &state.slot_bytes(run))?;
+            }
+            self.file.write_at(0, &self.header().encode())?;
         }
-        self.write_header_durably()?;
-        let _writer = self.active.write();
         self.file.seal_derived()?;
+        *active = None;
         self.sealed.store(true, Ordering::Release);
         Ok(())
     }
@@ -476,10 +650,11 @@ impl IndexFile {
     /// the entries past them zeroed, and the header written, all durably.
     pub(crate) fn recover(&self, log_next_offset: u64) -> Result<FileRecovery> {
         let _flushing = self.flushing.lock();
-        let _writer = self.active.write();
-        if self.is_sealed() {
+        let mut active = self.active.write();
+        let Some(state) = active.as_mut() else {
             return Err(self.misuse("recover a sealed index file"));
-        }
+        };
+        self.write_pending(state)?;
         let counted = self.index_count.load(Ordering::Relaxed);
         let mut heads = vec![0u32; self.slot_count as usize];
         let mut last: Option<IndexEntry> = None;
@@ -500,7 +675,8 @@ impl IndexFile {
                 kept = n;
             }
         }
-        self.rewrite(kept, last, &heads)?;
+        *state = ActiveState::new(heads, kept, last.map_or(0, |l| l.time_diff_s));
+        self.rewrite(state, (kept, counted), last)?;
         let recovery = FileRecovery { kept, counted, cut_at };
         if let Some((entry, reason)) = cut_at {
             tracing::warn!(file = %self.path().display(), kept, counted, entry, reason, "index file cut after an unclean shutdown");
@@ -533,23 +709,22 @@ impl IndexFile {
         Ok(())
     }
 
-    /// Writes what recovery kept: the rebuilt slots, zeros over every entry past `kept`, then the
-    /// header, each durable before the next.
-    fn rewrite(&self, kept: u32, last: Option<IndexEntry>, heads: &[u32]) -> Result<()> {
-        let mut slots = vec![0u8; heads.len() * INDEX_FILE_SLOT_LEN];
-        BigEndian::write_u32_into(heads, &mut slots);
-        self.file.write_at(INDEX_FILE_HEADER_LEN as u64, &slots)?;
+    /// Writes what recovery kept (`kept` of the `counted` entries): the rebuilt slots of `state`,
+    /// zeros over every entry past those kept, then the header, each durable before the next.
+    fn rewrite(&self, state: &ActiveState, (kept, counted): (u32, u32), last: Option<IndexEntry>) -> Result<()> {
+        self.file.write_at(INDEX_FILE_HEADER_LEN as u64, &state.slot_bytes(0..state.slots.len()))?;
         let stale = self.entry_position(kept + 1);
         self.file.zero_range(stale, self.file.len() - stale)?;
+        let counted_end_ms = self.end_timestamp_ms.load(Ordering::Relaxed);
         let end_timestamp_ms = match last {
-            // The end of the last entry's second bounds every time kept; the old header's end may
-            // be lower (entries past its count) or higher (entries cut): either way, no lower.
-            Some(last) => self.second_of(last.time_diff_s).1.max(self.end_timestamp_ms.load(Ordering::Relaxed)),
+            // The end of the last entry's second bounds every time kept; so does the header's end
+            // when no entry past its count was kept.
+            Some(last) if kept <= counted => self.second_of(last.time_diff_s).1.min(counted_end_ms),
+            Some(last) => self.second_of(last.time_diff_s).1,
             None => self.begin_timestamp_ms,
         };
         self.end_timestamp_ms.store(end_timestamp_ms, Ordering::Release);
         self.end_log_offset.store(last.map_or(self.begin_log_offset, |l| l.log_offset), Ordering::Release);
-        self.last_time_diff_s.store(last.map_or(0, |l| l.time_diff_s), Ordering::Relaxed);
         self.index_count.store(kept, Ordering::Release);
         self.file.flush_detached()?;
         self.file.write_at(0, &self.header().encode())?;
@@ -561,7 +736,11 @@ impl IndexFile {
     }
 
     fn slot_position(&self, key_hash: u32) -> u64 {
-        INDEX_FILE_HEADER_LEN as u64 + self.slot_of(key_hash) as u64 * INDEX_FILE_SLOT_LEN as u64
+        self.slot_position_of(self.slot_of(key_hash))
+    }
+
+    fn slot_position_of(&self, slot: usize) -> u64 {
+        INDEX_FILE_HEADER_LEN as u64 + slot as u64 * INDEX_FILE_SLOT_LEN as u64
     }
 
     fn entry_position(&self, n: u32) -> u64 {
@@ -580,20 +759,12 @@ impl IndexFile {
         (from, from.saturating_add(999))
     }
 
-    fn read_u32(&self, position: u64) -> Result<u32> {
-        self.read_u32_or_retired(position)?.ok_or_else(|| self.misuse("read a retired index file"))
-    }
-
-    /// `None` if the file was retired (deleted by retention while a query held it).
-    fn read_u32_or_retired(&self, position: u64) -> Result<Option<u32>> {
-        self.file.read_with(position, 4, BigEndian::read_u32)
-    }
-
+    /// Entry `n` as written in the file; `None` if the file was retired.
     fn read_entry(&self, n: u32) -> Result<Option<IndexEntry>> {
         self.file.read_with(self.entry_position(n), INDEX_FILE_ENTRY_LEN, IndexEntry::decode)
     }
 
-    /// Entries `first` to `first + count - 1`.
+    /// Entries `first` to `first + count - 1` as written in the file.
     fn read_entries(&self, first: u32, count: u32) -> Result<Vec<IndexEntry>> {
         let bytes = count as usize * INDEX_FILE_ENTRY_LEN;
         let decode = |b: &[u8]| b.chunks_exact(INDEX_FILE_ENTRY_LEN).map(IndexEntry::decode).collect();
@@ -911,6 +1082,12 @@ mod tests {
         bytes
     }
 
+    /// Writes the entries a put keeps in memory, and nothing else (no header, no slots).
+    fn write_entries_only(file: &IndexFile) {
+        let mut active = file.active.write();
+        file.write_pending(active.as_mut().expect("active")).expect("write");
+    }
+
     fn all(file: &IndexFile, key_hash: u32) -> Vec<u64> {
         file.query(key_hash, i64::MIN, i64::MAX, usize::MAX).expect("query")
     }
@@ -1131,7 +1308,8 @@ mod tests {
             file.flush().expect("flush");
             file.path()
         };
-        let link = |n: u32, to: u32| patch(&path, index_file_len(1, n) + INDEX_ENTRY_PREV_POS as u64, &to.to_be_bytes());
+        let link =
+            |n: u32, to: u32| patch(&path, index_file_len(1, n) + INDEX_ENTRY_PREV_POS as u64, &to.to_be_bytes());
         let walk = || all(&IndexFile::open_sealed(&path).expect("open"), 3);
         assert_eq!(walk(), [4, 3, 2, 1, 0]);
         link(3, 5);
@@ -1199,7 +1377,9 @@ mod tests {
                     files.flush().expect("flush");
                 }
             }
-            files.files.read()[0].path() // dropped unflushed: the header counts 100 entries
+            // A crash after the kernel had the entries past the flush, not the header.
+            write_entries_only(&files.files.read()[0]);
+            files.files.read()[0].path()
         };
         let files = IndexFiles::open(dir.path(), 8, 1000).expect("reopen");
         assert_eq!(files.end_log_offset(), Some(99), "the header as last flushed");
@@ -1235,15 +1415,15 @@ mod tests {
             for offset in 0..50u64 {
                 file.put((offset % 6 + 1) as u32, offset, T0 + offset as i64 * 1000).expect("put");
             }
+            file.flush().expect("flush");
             file.path()
         };
         // Entry 31's log offset goes back; the slots are garbage.
         patch(&path, index_file_len(4, 31) + INDEX_ENTRY_LOG_OFFSET_POS as u64, &3u64.to_be_bytes());
         patch(&path, INDEX_FILE_HEADER_LEN as u64, &[0xff; 16]);
         let file = IndexFile::open(&path).expect("open");
-        assert_eq!(file.index_count(), 0, "never flushed");
         let recovery = file.recover(u64::MAX).expect("recover");
-        assert_eq!(recovery, FileRecovery { kept: 30, counted: 0, cut_at: Some((31, "log offset goes back")) });
+        assert_eq!(recovery, FileRecovery { kept: 30, counted: 50, cut_at: Some((31, "log offset goes back")) });
         assert_eq!(all(&file, 3), [26, 20, 14, 8, 2]);
         assert_eq!((file.end_log_offset(), file.end_timestamp_ms()), (29, T0 + 29_999));
         // A chain link that is not its slot's previous entry, and time going back.
@@ -1266,14 +1446,44 @@ mod tests {
         let file = IndexFile::create(dir.path(), 0, T0, 4, 100).expect("create");
         file.put(0, 0, T0).expect("put");
         file.put(1, 1, T0).expect("put");
+        write_entries_only(&file);
         let path = file.path();
         drop(file);
         let file = IndexFile::open(&path).expect("open");
+        assert_eq!(
+            read_raw(&path, index_file_len(4, 2), 20),
+            IndexEntry::encode(&IndexEntry { key_hash: 1, log_offset: 1, time_diff_s: 0, prev_entry: 0 })
+        );
         assert_eq!(file.recover(u64::MAX).expect("recover").kept, 0);
         file.put(0, 0, T0).expect("put");
         file.put(1, 1, T0).expect("put");
         file.flush().expect("flush");
         assert_eq!(file.recover(u64::MAX).expect("recover").kept, 2, "counted by the header: kept");
+    }
+
+    #[test]
+    fn entries_lost_in_a_crash_come_back_with_the_redispatch() {
+        let dir = tempdir();
+        {
+            let files = IndexFiles::open(dir.path(), 4, 100).expect("open");
+            for offset in 0..20u64 {
+                files.put((offset % 3) as u32, offset, T0).expect("put");
+                if offset == 9 {
+                    files.flush().expect("flush");
+                }
+            }
+        } // 10 to 19 were never written
+        let files = IndexFiles::open(dir.path(), 4, 100).expect("reopen");
+        let recovery = files.recover(20).expect("recover").newest.expect("a file");
+        assert_eq!((recovery.kept, recovery.cut_at), (10, None));
+        assert_eq!(files.end_log_offset(), Some(9));
+        // The store's checkpoint said 5 (flushes were behind): dispatch redoes 5 to 19.
+        let indexed: Vec<u64> = (5..20).filter(|&o| files.put((o % 3) as u32, o, T0).expect("put")).collect();
+        assert_eq!(indexed, (9..20).collect::<Vec<_>>(), "5 to 8 are skipped, 9 may have been half indexed");
+        for hash in 0..3u32 {
+            let expected: Vec<u64> = (0..20).filter(|o| o % 3 == u64::from(hash)).collect();
+            assert_eq!(all_in(&files, hash), expected, "each once");
+        }
     }
 
     #[test]
@@ -1391,12 +1601,23 @@ mod tests {
         enum Op {
             /// A key's hash (few, so chains collide), how far the offset moves (0: another key of
             /// the same message), how many seconds pass.
-            Put { hash: u32, step: u64, seconds: i64 },
-            Query { hash: u32, from_s: i64, len_s: i64, max: usize },
+            Put {
+                hash: u32,
+                step: u64,
+                seconds: i64,
+            },
+            Query {
+                hash: u32,
+                from_s: i64,
+                len_s: i64,
+                max: usize,
+            },
             Flush,
             Reopen,
             /// Reopen after a crash that lost the log's last `lost` offsets.
-            Crash { lost: u64 },
+            Crash {
+                lost: u64,
+            },
         }
 
         fn op() -> impl Strategy<Value = Op> {
@@ -1471,6 +1692,9 @@ mod tests {
                             files = IndexFiles::open(dir.path(), slots, entries).expect("reopen");
                         }
                         Op::Crash { lost } => {
+                            // Entries past the last flush may be lost in a crash: the store
+                            // dispatches them again. Here the log loses its last offsets.
+                            files.flush().expect("flush");
                             drop(files);
                             files = IndexFiles::open(dir.path(), slots, entries).expect("reopen");
                             let cut = model.next_offset.saturating_sub(lost);
@@ -1491,47 +1715,70 @@ mod tests {
 
     /// Not a test: `cargo test --release --lib store::index_file::tests::measure -- --ignored
     /// --nocapture` times 1M puts and 100k key queries with the default sizes (5M slots, 20M
-    /// entries: one 420 MB file).
+    /// entries: one 420 MB file): queries of the active file alone, while another thread puts, and
+    /// of the file sealed.
     #[test]
     #[ignore = "a measurement, run by hand in release"]
     fn measure_puts_and_queries() {
         const PUTS: u64 = 1_000_000;
         const QUERIES: u64 = 100_000;
         let dir = tempdir();
+        let hashes: Vec<u32> = (0..2 * PUTS).map(|i| key_hash("measure", &format!("key-{i}"))).collect();
         let started = std::time::Instant::now();
         let files = IndexFiles::open(dir.path(), 5_000_000, 20_000_000).expect("open");
-        let hashes: Vec<u32> = (0..PUTS).map(|i| key_hash("measure", &format!("key-{i}"))).collect();
-        let opened = started.elapsed();
+        files.put(hashes[0], 0, T0).expect("put");
+        let created = started.elapsed();
         let started = std::time::Instant::now();
-        for (offset, hash) in hashes.iter().enumerate() {
-            files.put(*hash, offset as u64, T0 + offset as i64 / 10).expect("put");
+        for offset in 1..PUTS {
+            files.put(hashes[offset as usize], offset, T0 + offset as i64 / 10).expect("put");
         }
         let puts = started.elapsed();
         let started = std::time::Instant::now();
         files.flush().expect("flush");
-        let flush = started.elapsed();
-        let mut latencies = Vec::with_capacity(QUERIES as usize);
-        let started = std::time::Instant::now();
-        for i in 0..QUERIES {
-            let offset = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) % PUTS;
-            let one = std::time::Instant::now();
-            let found = files.query(hashes[offset as usize], T0, T0 + 200_000, 32).expect("query");
-            latencies.push(one.elapsed());
-            assert!(found.contains(&offset));
-        }
-        let queries = started.elapsed();
-        latencies.sort_unstable();
-        let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
+        let flushed = started.elapsed();
+        let query_all = |query: &dyn Fn(u32) -> Vec<u64>| {
+            let mut latencies = Vec::with_capacity(QUERIES as usize);
+            for i in 0..QUERIES {
+                let offset = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) % PUTS;
+                let one = std::time::Instant::now();
+                let found = query(hashes[offset as usize]);
+                latencies.push(one.elapsed());
+                assert!(found.contains(&offset));
+            }
+            latencies.sort_unstable();
+            let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
+            let total: std::time::Duration = latencies.iter().sum();
+            format!(
+                "{:.0}/s, p50 {:?} p99 {:?} p99.9 {:?} max {:?}",
+                QUERIES as f64 / total.as_secs_f64(),
+                at(0.5),
+                at(0.99),
+                at(0.999),
+                at(1.0)
+            )
+        };
+        let by_key = |hash| files.query(hash, T0, T0 + 1_000_000, 32).expect("query");
+        let quiet = query_all(&by_key);
+        let busy = std::thread::scope(|s| {
+            s.spawn(|| {
+                for offset in PUTS..2 * PUTS {
+                    files.put(hashes[offset as usize], offset, T0 + offset as i64 / 10).expect("put");
+                }
+            });
+            query_all(&by_key)
+        });
+        files.flush().expect("flush");
+        let path = files.files.read()[0].path();
+        drop(files);
+        let sealed = IndexFile::open_sealed(&path).expect("open sealed");
+        let from_sealed = query_all(&|hash| sealed.query(hash, T0, T0 + 1_000_000, 32).expect("query"));
         println!(
-            "create {opened:?}; {PUTS} puts {puts:?} ({:.0}/s, {:?} each); flush {flush:?}; {QUERIES} queries {queries:?} \
-             ({:.0}/s): p50 {:?} p99 {:?} p99.9 {:?} max {:?}",
+            "create {created:?}; {PUTS} puts {puts:?} ({:.0}/s, {:?} each); flush {flushed:?}\n\
+             {QUERIES} queries of the active file: {quiet}\n\
+             {QUERIES} queries while another thread puts {PUTS}: {busy}\n\
+             {QUERIES} queries of the file sealed: {from_sealed}",
             PUTS as f64 / puts.as_secs_f64(),
             puts / PUTS as u32,
-            QUERIES as f64 / queries.as_secs_f64(),
-            at(0.5),
-            at(0.99),
-            at(0.999),
-            at(1.0),
         );
     }
 }
