@@ -195,6 +195,10 @@ const SLOTS_PER_PAGE: usize = 4096 / INDEX_FILE_SLOT_LEN;
 /// Entries a put keeps in memory before writing them all with one `pwrite`.
 const PENDING_ENTRIES: usize = 256;
 
+/// Most slots a flush writes with one `pwrite` (64 KiB): each holds the file's state lock, which
+/// the active file's queries wait for, for some microseconds only.
+const SLOTS_PER_WRITE: usize = 16 * SLOTS_PER_PAGE;
+
 /// What only the active file has: its slot table in memory (queries of the active file read it
 /// here; the file's copy is written at flush and seal) and its newest entries, not yet written.
 #[derive(Debug)]
@@ -233,7 +237,7 @@ impl ActiveState {
         self.pending.get(at..at + INDEX_FILE_ENTRY_LEN).map(IndexEntry::decode)
     }
 
-    /// The runs of pages marked in `dirty`, as slot ranges.
+    /// The runs of pages marked in `dirty`, as slot ranges of at most `SLOTS_PER_WRITE`.
     fn runs(&self, dirty: &[u64]) -> Vec<std::ops::Range<usize>> {
         let pages = self.slots.len().div_ceil(SLOTS_PER_PAGE);
         let is_dirty = |page: usize| dirty[page / 64] & (1 << (page % 64)) != 0;
@@ -241,7 +245,7 @@ impl ActiveState {
         for page in (0..pages).filter(|&p| is_dirty(p)) {
             let slots = page * SLOTS_PER_PAGE..((page + 1) * SLOTS_PER_PAGE).min(self.slots.len());
             match runs.last_mut() {
-                Some(run) if run.end == slots.start => run.end = slots.end,
+                Some(run) if run.end == slots.start && run.len() < SLOTS_PER_WRITE => run.end = slots.end,
                 _ => runs.push(slots),
             }
         }
@@ -598,7 +602,7 @@ impl IndexFile {
     }
 
     /// Writes the slot pages marked in `dirty`, each run copied under the read lock (puts wait
-    /// for the copy, queries do not).
+    /// for the copy, queries do not) and written in pieces short enough not to stall queries.
     fn write_slots(&self, dirty: &[u64]) -> Result<()> {
         let runs = match &*self.active.read() {
             Some(state) => state.runs(dirty),
@@ -1204,6 +1208,21 @@ mod tests {
     }
 
     #[test]
+    fn changed_slot_pages_are_written_in_bounded_runs() {
+        const PAGE: usize = SLOTS_PER_PAGE;
+        let mut state = ActiveState::new(vec![0; 40 * PAGE + 3], 0, 0);
+        for slot in [0, 5, PAGE, 3 * PAGE + 7, 40 * PAGE + 2].into_iter().chain((10 * PAGE..30 * PAGE).step_by(PAGE)) {
+            state.set_slot(slot, 1);
+        }
+        let runs = state.runs(&state.dirty);
+        assert_eq!(
+            runs,
+            [0..2 * PAGE, 3 * PAGE..4 * PAGE, 10 * PAGE..26 * PAGE, 26 * PAGE..30 * PAGE, 40 * PAGE..40 * PAGE + 3]
+        );
+        assert_eq!(state.slot_bytes(5..7), [0, 0, 0, 1, 0, 0, 0, 0]);
+    }
+
+    #[test]
     fn a_full_file_refuses_and_the_set_rolls() {
         let dir = tempdir();
         let file = IndexFile::create(dir.path(), 10, T0, 2, 4).expect("create");
@@ -1763,6 +1782,9 @@ mod tests {
             s.spawn(|| {
                 for offset in PUTS..2 * PUTS {
                     files.put(hashes[offset as usize], offset, T0 + offset as i64 / 10).expect("put");
+                    if offset % 100_000 == 0 {
+                        files.flush().expect("flush");
+                    }
                 }
             });
             query_all(&by_key)
@@ -1775,7 +1797,7 @@ mod tests {
         println!(
             "create {created:?}; {PUTS} puts {puts:?} ({:.0}/s, {:?} each); flush {flushed:?}\n\
              {QUERIES} queries of the active file: {quiet}\n\
-             {QUERIES} queries while another thread puts {PUTS}: {busy}\n\
+             {QUERIES} queries while another thread puts {PUTS} (a flush every 100k): {busy}\n\
              {QUERIES} queries of the file sealed: {from_sealed}",
             PUTS as f64 / puts.as_secs_f64(),
             puts / PUTS as u32,
