@@ -157,18 +157,36 @@ pub const CQ_TAG_HASH_NONE: u64 = 0;
 /// `tag_hash` stored for a tag whose FNV-1a 64 is 0 ([`CQ_TAG_HASH_NONE`] means "no tag").
 pub const CQ_TAG_HASH_OF_ZERO: u64 = 1;
 const _: () = assert!(CQ_TAG_HASH_OF_ZERO != CQ_TAG_HASH_NONE);
+/// IndexFile header position of `begin_timestamp i64`: the creating put's timestamp (ms).
+pub const INDEX_FILE_BEGIN_TIMESTAMP_POS: usize = 0;
+/// IndexFile header position of `end_timestamp i64`: the largest timestamp put (ms).
+pub const INDEX_FILE_END_TIMESTAMP_POS: usize = INDEX_FILE_BEGIN_TIMESTAMP_POS + 8;
+/// IndexFile header position of `begin_log_offset u64` (also the file's name).
+pub const INDEX_FILE_BEGIN_LOG_OFFSET_POS: usize = INDEX_FILE_END_TIMESTAMP_POS + 8;
+/// IndexFile header position of `end_log_offset u64`: the largest log offset put.
+pub const INDEX_FILE_END_LOG_OFFSET_POS: usize = INDEX_FILE_BEGIN_LOG_OFFSET_POS + 8;
+/// IndexFile header position of `hash_slot_count u32`.
+pub const INDEX_FILE_SLOT_COUNT_POS: usize = INDEX_FILE_END_LOG_OFFSET_POS + 8;
+/// IndexFile header position of `index_count u32`: entries used (numbered from 1).
+pub const INDEX_FILE_INDEX_COUNT_POS: usize = INDEX_FILE_SLOT_COUNT_POS + 4;
 /// IndexFile header: begin/end timestamps, begin/end log offsets, slot count, index count.
-pub const INDEX_FILE_HEADER_LEN: usize = 8 + 8 + 8 + 8 + 4 + 4;
+pub const INDEX_FILE_HEADER_LEN: usize = INDEX_FILE_INDEX_COUNT_POS + 4;
 const _: () = assert!(INDEX_FILE_HEADER_LEN == 40);
-/// IndexFile hash slot: the latest entry number for the slot.
-#[cfg_attr(
-    not(feature = "internals"),
-    expect(dead_code, reason = "the message store (DESIGN.md §11) is not written yet")
-)]
+/// IndexFile hash slot: the latest entry number for the slot (0: none).
 pub const INDEX_FILE_SLOT_LEN: usize = 4;
+/// IndexFile entry position of `key_hash u32` (low 32 bits of FNV-1a 64 of `topic#key`).
+pub const INDEX_ENTRY_KEY_HASH_POS: usize = 0;
+/// IndexFile entry position of `log_offset u64`.
+pub const INDEX_ENTRY_LOG_OFFSET_POS: usize = INDEX_ENTRY_KEY_HASH_POS + 4;
+/// IndexFile entry position of `time_diff_s u32`: whole seconds since `begin_timestamp`.
+pub const INDEX_ENTRY_TIME_DIFF_POS: usize = INDEX_ENTRY_LOG_OFFSET_POS + 8;
+/// IndexFile entry position of `prev_entry u32`: the slot's previous entry (0 ends the chain).
+pub const INDEX_ENTRY_PREV_POS: usize = INDEX_ENTRY_TIME_DIFF_POS + 4;
 /// IndexFile entry: `[key_hash u32][log_offset u64][time_diff_s u32][prev_entry u32]`.
-pub const INDEX_FILE_ENTRY_LEN: usize = 4 + 8 + 4 + 4;
+pub const INDEX_FILE_ENTRY_LEN: usize = INDEX_ENTRY_PREV_POS + 4;
 const _: () = assert!(INDEX_FILE_ENTRY_LEN == 20);
+/// IndexFile name suffix: `<root>/index/<20-digit begin_log_offset>.idx`.
+pub const INDEX_FILE_SUFFIX: &str = ".idx";
 
 // ---- File names (DESIGN.md §3) -------------------------------------------------------------------
 

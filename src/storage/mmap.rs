@@ -104,6 +104,16 @@ impl MappedFile {
         MappedFile::writable(path, file, len, capacity, reads, advice)
     }
 
+    /// Creates `path` (which must not exist) as a fixed-size file of `len` zero bytes, preallocated
+    /// and published whole: a file whose bytes are changed in place ([`MappedFile::write_at`]),
+    /// never appended to (an IndexFile's slots and entries). A failure removes the file again.
+    pub(crate) fn create_fixed(path: &Path, len: u64, reads: ReadPath, advice: &'static str) -> Result<MappedFile> {
+        let file = MappedFile::create(path, len, reads, advice)?;
+        // Nobody else holds the file yet, and its preallocated blocks read as zeros.
+        file.len.store(len, Ordering::Release);
+        Ok(file)
+    }
+
     /// An existing sealed file of `len` bytes; nothing is opened until the first read.
     pub(crate) fn open_sealed(path: &Path, len: u64, reads: ReadPath) -> MappedFile {
         MappedFile::with_state(path, State::Sealed { map: None }, len, reads, "")
@@ -190,6 +200,37 @@ impl MappedFile {
         file.write_all_at(bytes, position).map_err(|e| self.io_error("pwrite", e))?;
         self.len.store(end, Ordering::Release);
         Ok(position)
+    }
+
+    /// Overwrites published bytes of a writable file in place with `pwrite`, holding the state's
+    /// write lock, so it first waits for every slice of this file to end: bytes a reader may be
+    /// reading are never modified while it reads them (DESIGN.md §5). For files changed in place
+    /// (an IndexFile, made by [`MappedFile::create_fixed`]); appended files use
+    /// [`MappedFile::append`].
+    pub(crate) fn write_at(&self, position: u64, bytes: &[u8]) -> Result<()> {
+        let state = self.state.write();
+        let State::Writable { file, .. } = &*state else {
+            return Err(self.misuse("write into a sealed file"));
+        };
+        if position.checked_add(bytes.len() as u64).is_none_or(|end| end > self.len()) {
+            return Err(self.misuse("write past the published length"));
+        }
+        file.write_all_at(bytes, position).map_err(|e| self.io_error("pwrite", e))
+    }
+
+    /// Makes the published bytes `[position, position + len)` of a writable file read as zeros,
+    /// their blocks staying allocated, holding the state's write lock (so after every slice of the
+    /// file ends). Metadata only where the file system can (fallocate `ZERO_RANGE`: ext4, XFS),
+    /// else zeros are written. The stale tail of a recovered IndexFile.
+    pub(crate) fn zero_range(&self, position: u64, len: u64) -> Result<()> {
+        let state = self.state.write();
+        let State::Writable { file, .. } = &*state else {
+            return Err(self.misuse("zero a range of a sealed file"));
+        };
+        if position.checked_add(len).is_none_or(|end| end > self.len()) {
+            return Err(self.misuse("zero past the published length"));
+        }
+        super::zero_range(file, &self.path(), position, len)
     }
 
     /// Calls `f` with the published bytes `[position, position + len)`. `None` if the file was
@@ -329,6 +370,20 @@ impl MappedFile {
             file.write_all_at(&ZEROS[..chunk as usize], position).map_err(|e| self.io_error("pwrite", e))?;
             position += chunk;
         }
+        error_point!("fdatasync", self.path());
+        file.sync_data().map_err(|e| self.io_error("fdatasync", e))
+    }
+
+    /// fdatasync, as [`MappedFile::flush`], but the sync runs on a duplicate of the descriptor
+    /// without holding the state lock, so in-place writes ([`MappedFile::write_at`], which take the
+    /// write lock) are not held up for the sync's duration. Every byte written before the call is
+    /// durable when it returns.
+    pub(crate) fn flush_detached(&self) -> Result<()> {
+        let file = match &*self.state.read() {
+            State::Writable { file, .. } => file.try_clone().map_err(|e| self.io_error("dup", e))?,
+            // Sealing synced everything; a retired file has nothing left to make durable.
+            State::Sealed { .. } | State::Retired => return Ok(()),
+        };
         error_point!("fdatasync", self.path());
         file.sync_data().map_err(|e| self.io_error("fdatasync", e))
     }
@@ -546,6 +601,29 @@ mod tests {
             assert_eq!(std::fs::read(&path).expect("read")[..12], *b"0123\0\0\0\0\0\0\0\0");
             assert_eq!(file.append(b"ab").expect("append"), 4);
             assert_eq!(file.read_with(0, 6, |b| b.to_vec()).expect("read").as_deref(), Some(&b"0123ab"[..]));
+        }
+    }
+
+    #[test]
+    fn fixed_files_are_published_whole_and_changed_in_place() {
+        for reads in BOTH {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("f");
+            let file = MappedFile::create_fixed(&path, 64, reads, "").expect("create");
+            assert_eq!(file.len(), 64);
+            assert_eq!(file.read_with(0, 64, |b| b.iter().all(|&x| x == 0)).expect("read"), Some(true));
+            file.write_at(10, b"abc").expect("write");
+            file.flush_detached().expect("flush");
+            assert_eq!(file.read_with(9, 5, |b| b.to_vec()).expect("read").as_deref(), Some(&b"\0abc\0"[..]));
+            file.write_at(40, &[7u8; 24]).expect("write up to the end");
+            file.zero_range(8, 40).expect("zero");
+            let read = file.read_with(0, 64, |b| b.to_vec()).expect("read").expect("not retired");
+            assert!(read[..48].iter().all(|&x| x == 0), "{read:?}");
+            assert_eq!(&read[48..], &[7u8; 16]);
+            file.seal_derived().expect("seal");
+            assert_eq!(std::fs::metadata(&path).expect("stat").len(), 64, "nothing to trim");
+            assert_eq!(file.read_with(48, 1, |b| b[0]).expect("read"), Some(7), "read again after the seal");
+            file.flush_detached().expect("a sealed file has nothing to flush");
         }
     }
 

@@ -157,6 +157,49 @@ pub(crate) fn allocate(file: &File, path: &Path, len: u64, advice: &'static str)
     }
 }
 
+/// Makes `[position, position + len)` of `file` (at `path`) read as zeros, keeping its blocks
+/// allocated: fallocate `ZERO_RANGE | KEEP_SIZE` (metadata only on ext4 and XFS), or, on a file
+/// system without it, zeros written 1 MiB at a time.
+pub(crate) fn zero_range(file: &File, path: &Path, position: u64, len: u64) -> Result<()> {
+    use rustix::fs::FallocateFlags;
+    let flags = FallocateFlags::ZERO_RANGE | FallocateFlags::KEEP_SIZE;
+    let zeroed = loop {
+        match rustix::fs::fallocate(file, flags, position, len) {
+            Err(rustix::io::Errno::INTR) => continue,
+            other => break other,
+        }
+    };
+    match zeroed {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::INVAL) => write_zeros(file, path, position, len),
+        Err(e) => Err(Error::io("fallocate zero range", path)(e.into())),
+    }
+}
+
+fn write_zeros(file: &File, path: &Path, position: u64, len: u64) -> Result<()> {
+    use std::os::unix::fs::FileExt as _;
+    const CHUNK: u64 = 1 << 20;
+    let zeros = vec![0u8; CHUNK.min(len) as usize];
+    let mut done = 0;
+    while done < len {
+        let n = CHUNK.min(len - done);
+        file.write_all_at(&zeros[..n as usize], position + done).map_err(Error::io("write zeros", path))?;
+        done += n;
+    }
+    Ok(())
+}
+
+/// The first `len` bytes of a file (all of it if it is shorter) and the file's length, with one
+/// open: a header read without holding a descriptor afterwards.
+pub(crate) fn read_head(path: &Path, len: usize) -> Result<(Vec<u8>, u64)> {
+    use std::os::unix::fs::FileExt as _;
+    let file = File::open(path).map_err(Error::io("open", path))?;
+    let file_len = file.metadata().map_err(Error::io("stat", path))?.len();
+    let mut head = vec![0u8; len.min(usize::try_from(file_len).unwrap_or(usize::MAX))];
+    file.read_exact_at(&mut head, 0).map_err(Error::io("read", path))?;
+    Ok((head, file_len))
+}
+
 /// Bytes free for unprivileged use on the file system holding `path`.
 pub(crate) fn available_space(path: &Path) -> Result<u64> {
     let stat = rustix::fs::statvfs(path).map_err(|e| Error::io("statvfs", path)(e.into()))?;

@@ -5,6 +5,8 @@
 //! - `message`: a message as one record of the commit log; `error`: `StoreError`.
 //! - `consume_queue`: the ConsumeQueue of one topic and queue (`.cq` files of 20-byte entries).
 //! - `hash`: FNV-1a 64, the hash of tags (and of index keys).
+//! - `index_file`: the IndexFile (`<root>/index/<begin_log_offset>.idx`) and `IndexFiles`, the set
+//!   of them, RocketMQ's `IndexService`.
 //! - `consumer_offsets`: `offsets.json`; `checkpoint`: `store.checkpoint` and `abort`.
 //! - `dispatch`: what the dispatcher hands on; `long_poll`: waiting at a queue's end.
 //! - `config`: `StoreConfig`.
@@ -19,5 +21,6 @@ pub(crate) mod consumer_offsets;
 pub(crate) mod dispatch;
 pub(crate) mod error;
 pub(crate) mod hash;
+pub(crate) mod index_file;
 pub(crate) mod long_poll;
 pub(crate) mod message;
