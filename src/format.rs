@@ -131,8 +131,10 @@ const _: () = assert!(CLEAN_SHUTDOWN_LEN == 24);
 pub const CLEANER_CHECKPOINT_MAGIC: [u8; 4] = *b"SLCC";
 /// Version of the `cleaner-checkpoint` file.
 pub const CLEANER_CHECKPOINT_VERSION: u16 = 1;
-/// Size of the `cleaner-checkpoint` file: magic, version, cleaned_up_to u64, crc u32.
-pub const CLEANER_CHECKPOINT_LEN: usize = 4 + 2 + 8 + 4;
+/// Size of a file of one `u64` (the `cleaner-checkpoint`, `store.checkpoint`): magic, version,
+/// value u64, crc u32.
+pub const VALUE_FILE_LEN: usize = 4 + 2 + 8 + 4;
+const _: () = assert!(VALUE_FILE_LEN == 18);
 
 // ---- Message store files (DESIGN.md §11) ---------------------------------------------------------
 
@@ -215,16 +217,13 @@ pub const FOREIGN_SUFFIX: &str = ".foreign";
 pub const PREALLOC_SUFFIX: &str = ".prealloc";
 /// Suffix of a file being replaced atomically.
 pub const TMP_SUFFIX: &str = ".tmp";
-/// The message store's checkpoint file (`<root>/store.checkpoint`): `[magic 4]["SSCP"][version
-/// u16][dispatched_up_to u64][crc32 u32 of the bytes before it]`.
+/// The message store's checkpoint file (`<root>/store.checkpoint`), a value file
+/// ([`VALUE_FILE_LEN`]) of `dispatched_up_to`.
 pub const STORE_CHECKPOINT_FILE: &str = "store.checkpoint";
 /// Its magic.
 pub const STORE_CHECKPOINT_MAGIC: [u8; 4] = *b"SSCP";
 /// Its version.
 pub const STORE_CHECKPOINT_VERSION: u16 = 1;
-/// Its length.
-pub const STORE_CHECKPOINT_LEN: usize = 4 + 2 + 8 + 4;
-const _: () = assert!(STORE_CHECKPOINT_LEN == 18);
 /// Exists while a message store is open: present at open means the last run did not close.
 pub const STORE_ABORT_FILE: &str = "abort";
 /// Record headers the message store writes on each message (DESIGN.md §11, docs/FORMAT.md

@@ -7,6 +7,7 @@
 
 mod dir;
 mod mmap;
+mod value_file;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
@@ -15,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub(crate) use dir::{list_dir, lock_dir, prepare_dir, require_dir};
 pub(crate) use mmap::MappedFile;
+pub(crate) use value_file::ValueFile;
 
 /// Which file a name stood for when it was listed (device and inode): a file another process
 /// replaced under the same name (a compaction swap) is told apart from the one listed.

@@ -10,48 +10,19 @@
 
 use std::path::Path;
 
-use byteorder::{BigEndian, ByteOrder};
+use crate::error::Result;
+use crate::format::{STORE_ABORT_FILE, STORE_CHECKPOINT_FILE, STORE_CHECKPOINT_MAGIC, STORE_CHECKPOINT_VERSION};
+use crate::storage::{self, ValueFile};
 
-use crate::error::{Corruption, Result};
-use crate::format::{
-    STORE_ABORT_FILE, STORE_CHECKPOINT_FILE, STORE_CHECKPOINT_LEN, STORE_CHECKPOINT_MAGIC, STORE_CHECKPOINT_VERSION,
-};
-use crate::storage;
-
-const VERSION_POS: usize = 4;
-const DISPATCHED_POS: usize = 6;
-const CRC_POS: usize = 14;
-
-/// The file's bytes for `dispatched_up_to`.
-fn encode(dispatched_up_to: u64) -> [u8; STORE_CHECKPOINT_LEN] {
-    let mut b = [0u8; STORE_CHECKPOINT_LEN];
-    b[..VERSION_POS].copy_from_slice(&STORE_CHECKPOINT_MAGIC);
-    BigEndian::write_u16(&mut b[VERSION_POS..], STORE_CHECKPOINT_VERSION);
-    BigEndian::write_u64(&mut b[DISPATCHED_POS..], dispatched_up_to);
-    let crc = crc32fast::hash(&b[..CRC_POS]);
-    BigEndian::write_u32(&mut b[CRC_POS..], crc);
-    b
-}
-
-/// Parses and checks the file's bytes.
-fn decode(b: &[u8]) -> std::result::Result<u64, Corruption> {
-    if b.len() != STORE_CHECKPOINT_LEN || b[..VERSION_POS] != STORE_CHECKPOINT_MAGIC {
-        return Err(Corruption::BadFile("store.checkpoint has the wrong length or magic"));
-    }
-    if crc32fast::hash(&b[..CRC_POS]) != BigEndian::read_u32(&b[CRC_POS..]) {
-        return Err(Corruption::BadFile("store.checkpoint fails its CRC"));
-    }
-    if BigEndian::read_u16(&b[VERSION_POS..]) != STORE_CHECKPOINT_VERSION {
-        return Err(Corruption::BadFile("store.checkpoint has an unsupported version"));
-    }
-    Ok(BigEndian::read_u64(&b[DISPATCHED_POS..]))
-}
+/// The file: one value, `dispatched_up_to`.
+const FILE: ValueFile =
+    ValueFile { name: STORE_CHECKPOINT_FILE, magic: STORE_CHECKPOINT_MAGIC, version: STORE_CHECKPOINT_VERSION };
 
 /// The dispatched-up-to offset in `root`, or 0 if there is no usable file (logged).
 pub(crate) fn read(root: &Path) -> Result<u64> {
-    Ok(match storage::read_if_exists(&root.join(STORE_CHECKPOINT_FILE))? {
+    Ok(match FILE.read(root)? {
         None => 0,
-        Some(bytes) => decode(&bytes).unwrap_or_else(|reason| {
+        Some(value) => value.unwrap_or_else(|reason| {
             tracing::warn!(root = %root.display(), %reason, "ignoring the store checkpoint: dispatch restarts at the log's start");
             0
         }),
@@ -61,7 +32,7 @@ pub(crate) fn read(root: &Path) -> Result<u64> {
 /// Replaces the file atomically and durably. Call only once every queue and index entry for
 /// offsets below `dispatched_up_to` is fdatasynced.
 pub(crate) fn write(root: &Path, dispatched_up_to: u64) -> Result<()> {
-    storage::write_atomically(root, STORE_CHECKPOINT_FILE, &encode(dispatched_up_to))
+    FILE.write(root, dispatched_up_to)
 }
 
 /// Creates `abort` durably; returns whether it was already there (the last run did not close).
@@ -93,7 +64,7 @@ mod tests {
         assert_eq!(read(dir.path()).expect("read"), 12_345);
         let path = dir.path().join(STORE_CHECKPOINT_FILE);
         let mut bytes = std::fs::read(&path).expect("bytes");
-        bytes[DISPATCHED_POS] ^= 1;
+        bytes[6] ^= 1; // the value's first byte
         std::fs::write(&path, &bytes).expect("damage");
         assert_eq!(read(dir.path()).expect("damaged"), 0, "a damaged checkpoint costs work, not data");
     }
