@@ -572,19 +572,32 @@ fn note_seen(
     true
 }
 
+/// An id's key (if it has one) and value.
+type KeyValue = (Option<Vec<u8>>, Vec<u8>);
+
+/// One to four new ids, taken in order, with the key and value each is written with.
+fn next_values(ctx: &Ctx, rng: &mut StdRng) -> (u64, u64, Vec<KeyValue>) {
+    let n = rng.random_range(1..=4u64);
+    let first = ctx.next_id.fetch_add(n, Ordering::SeqCst);
+    (first, n, (first..first + n).map(|id| (key_of(id), value_of(id))).collect())
+}
+
+/// The records of `values`.
+fn records_of(values: &[KeyValue]) -> Vec<Record<'_>> {
+    values
+        .iter()
+        .map(|(k, v)| match k {
+            Some(k) => Record::new(v).with_key(k),
+            None => Record::new(v),
+        })
+        .collect()
+}
+
 fn appender(ctx: &Ctx, log: &Log, thread: usize, mut rng: StdRng) {
     while !ctx.stopped() {
         ctx.beat(thread);
-        let n = rng.random_range(1..=4u64);
-        let first = ctx.next_id.fetch_add(n, Ordering::SeqCst);
-        let values: Vec<(Option<Vec<u8>>, Vec<u8>)> = (first..first + n).map(|id| (key_of(id), value_of(id))).collect();
-        let records: Vec<Record<'_>> = values
-            .iter()
-            .map(|(k, v)| match k {
-                Some(k) => Record::new(v).with_key(k),
-                None => Record::new(v),
-            })
-            .collect();
+        let (first, n, values) = next_values(ctx, &mut rng);
+        let records = records_of(&values);
         // append (60%), append_nowait + wait_batch_durable, append_batch; under `Never` the wait
         // is an fsync, so rarer there.
         let how = match rng.random_range(0..100u32) {
@@ -1097,16 +1110,8 @@ fn durable_role(ctx: &Ctx, log: &Log, thread: usize, mut rng: StdRng) {
     let mut later: Vec<Stored> = Vec::new();
     while !ctx.stopped() {
         ctx.beat(thread);
-        let n = rng.random_range(1..=4u64);
-        let first = ctx.next_id.fetch_add(n, Ordering::SeqCst);
-        let values: Vec<(Option<Vec<u8>>, Vec<u8>)> = (first..first + n).map(|id| (key_of(id), value_of(id))).collect();
-        let records: Vec<Record<'_>> = values
-            .iter()
-            .map(|(k, v)| match k {
-                Some(k) => Record::new(v).with_key(k),
-                None => Record::new(v),
-            })
-            .collect();
+        let (first, n, values) = next_values(ctx, &mut rng);
+        let records = records_of(&values);
         let encoded = rng.random_bool(0.3);
         let content = ctx.content.read();
         let epoch = ctx.model.lock().epoch;
