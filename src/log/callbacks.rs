@@ -13,7 +13,7 @@
 //! is left waiting.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
@@ -35,7 +35,7 @@ pub(crate) struct Callbacks {
     pending: Mutex<BTreeMap<(u64, u64), Pending>>,
     /// How many are pending, read without the lock (the append path checks it after each append).
     count: AtomicUsize,
-    registered: Mutex<u64>,
+    registered: AtomicU64,
     /// The log closed: nothing pending can become durable any more.
     closed: AtomicBool,
     /// Held while callbacks run. Only ever taken with `try_lock`, so it sits outside the lock
@@ -46,11 +46,7 @@ pub(crate) struct Callbacks {
 impl Callbacks {
     /// Queues `callback` for the batch ending at `last_offset`, stored in truncation epoch `epoch`.
     pub(crate) fn register(&self, last_offset: u64, epoch: u64, callback: Callback) {
-        let number = {
-            let mut registered = self.registered.lock();
-            *registered += 1;
-            *registered
-        };
+        let number = self.registered.fetch_add(1, Ordering::SeqCst);
         self.pending.lock().insert((last_offset, number), Pending { epoch, callback });
         self.count.fetch_add(1, Ordering::SeqCst);
     }

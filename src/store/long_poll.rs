@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -37,7 +37,7 @@ pub(crate) enum Woken {
 #[derive(Default)]
 pub(crate) struct LongPolls {
     signals: Mutex<HashMap<(String, u32), Arc<Signal>>>,
-    closed: Mutex<bool>,
+    closed: AtomicBool,
     /// Waits that found nothing and were held, and those an arrival woke.
     pub(crate) held: AtomicU64,
     pub(crate) woken: AtomicU64,
@@ -47,7 +47,7 @@ impl LongPolls {
     fn signal(&self, topic: &str, queue_id: u32) -> Arc<Signal> {
         let mut signals = self.signals.lock();
         let signal = signals.entry((topic.to_owned(), queue_id)).or_default();
-        if *self.closed.lock() {
+        if self.closed.load(Ordering::SeqCst) {
             signal.end.lock().closed = true;
         }
         Arc::clone(signal)
@@ -106,7 +106,7 @@ impl LongPolls {
 
     /// The store is closing: every wait, and every later one, ends with `Woken::Closed`.
     pub(crate) fn close(&self) {
-        *self.closed.lock() = true;
+        self.closed.store(true, Ordering::SeqCst);
         let signals: Vec<Arc<Signal>> = self.signals.lock().values().cloned().collect();
         for signal in signals {
             signal.end.lock().closed = true;
