@@ -226,6 +226,12 @@ pub const STORE_CHECKPOINT_MAGIC: [u8; 4] = *b"SSCP";
 pub const STORE_CHECKPOINT_VERSION: u16 = 1;
 /// Exists while a message store is open: present at open means the last run did not close.
 pub const STORE_ABORT_FILE: &str = "abort";
+/// The message store's commit log directory (`<root>/commitlog/`).
+pub const STORE_COMMIT_LOG_DIR: &str = "commitlog";
+/// The message store's consume queues (`<root>/consumequeue/<topic>/<queue_id>/`).
+pub const STORE_CONSUME_QUEUE_DIR: &str = "consumequeue";
+/// The message store's index files (`<root>/index/`).
+pub const STORE_INDEX_DIR: &str = "index";
 /// Record headers the message store writes on each message (DESIGN.md §11, docs/FORMAT.md
 /// "Message records"). A user property may not take a name with this prefix.
 pub const MESSAGE_HEADER_PREFIX: &str = "strata.";

@@ -33,3 +33,7 @@ pub use producer::{
     BufferPool, BufferPoolMetrics, PooledBuffer, Producer, ProducerConfig, ProducerError, ProducerResult, SendHandle,
 };
 pub use records::Records;
+pub use store::{
+    Dispatch, DispatchRequest, GetResult, GetStatus, Message, MessageStore, PutHandle, PutResult, StoreConfig,
+    StoreError, StoreMetrics, StoreResult, StoredMessage, validate_topic,
+};

@@ -65,6 +65,18 @@ impl<'a> Record<'a> {
     pub fn with_timestamp(self, timestamp_ms: i64) -> Record<'a> {
         Record { timestamp_ms: Some(timestamp_ms), ..self }
     }
+
+    /// The bytes this record takes as the first record of a batch (length prefix included); later
+    /// in a batch its offset and timestamp deltas may add a few bytes. What a layer with its own
+    /// size limit (the message store's `max_message_bytes`) checks before appending.
+    ///
+    /// ```
+    /// use strata_log::Record;
+    /// assert_eq!(Record::new(b"payload").encoded_len(), 14);
+    /// ```
+    pub fn encoded_len(&self) -> usize {
+        record_len(self, 0, 0)
+    }
 }
 
 /// The fixed 43-byte header of a batch, as stored (not yet validated).

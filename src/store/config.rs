@@ -7,7 +7,6 @@ use crate::format::{BATCH_HEADER_LEN, CQ_ENTRIES_PER_FILE};
 /// How a `MessageStore` is laid out and behaves. `StoreConfig::default()` is RocketMQ's
 /// defaults where they apply.
 #[derive(Debug, Clone)]
-#[non_exhaustive]
 pub struct StoreConfig {
     /// The commit log's configuration (flush policy, segment size, retention; by default
     /// `LogConfig::default()` with 16 MiB batches). Its cleanup policy

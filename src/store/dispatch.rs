@@ -109,6 +109,11 @@ impl<D: Dispatch> CountingOutput<D> {
     pub(crate) fn new(inner: D, count: Arc<AtomicU64>) -> CountingOutput<D> {
         CountingOutput { inner, count }
     }
+
+    /// The output it counts for.
+    pub(crate) fn inner_mut(&mut self) -> &mut D {
+        &mut self.inner
+    }
 }
 
 impl<D: Dispatch> Dispatch for CountingOutput<D> {

@@ -52,6 +52,27 @@ pub enum StoreError {
         /// What is missing or malformed.
         reason: &'static str,
     },
+    /// The message was stored in the commit log at `log_offset`, but dispatch (writing its queue
+    /// and index entries) is failing: `reason` says why. Dispatch retries; the message is in its
+    /// queue once dispatch gets past it. If `reason` says the commit log failed (a poisoned log),
+    /// the message may not be durable: reopen the store.
+    #[error("message stored at log offset {log_offset} but not dispatched: {reason}")]
+    DispatchFailed {
+        /// The message's offset in the commit log.
+        log_offset: u64,
+        /// Why dispatch is stuck.
+        reason: String,
+    },
+    /// A `put_batch` whose messages are not all for one topic and queue.
+    #[error("a batch holds messages of one topic and queue; message {index} is for {topic:?} queue {queue_id}")]
+    MixedBatch {
+        /// The first message that differs from the first.
+        index: usize,
+        /// Its topic.
+        topic: String,
+        /// Its queue.
+        queue_id: u32,
+    },
 }
 
 /// The store's result.

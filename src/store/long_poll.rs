@@ -36,7 +36,8 @@ pub(crate) enum Woken {
 /// The signals of every queue someone waited on or the dispatcher wrote to.
 #[derive(Default)]
 pub(crate) struct LongPolls {
-    signals: Mutex<HashMap<(String, u32), Arc<Signal>>>,
+    /// topic → queue id → signal.
+    signals: Mutex<HashMap<String, HashMap<u32, Arc<Signal>>>>,
     closed: AtomicBool,
     /// Waits that found nothing and were held, and those an arrival woke.
     pub(crate) held: AtomicU64,
@@ -46,7 +47,7 @@ pub(crate) struct LongPolls {
 impl LongPolls {
     fn signal(&self, topic: &str, queue_id: u32) -> Arc<Signal> {
         let mut signals = self.signals.lock();
-        let signal = signals.entry((topic.to_owned(), queue_id)).or_default();
+        let signal = signals.entry(topic.to_owned()).or_default().entry(queue_id).or_default();
         if self.closed.load(Ordering::SeqCst) {
             signal.end.lock().closed = true;
         }
@@ -57,7 +58,7 @@ impl LongPolls {
     pub(crate) fn arrived(&self, topic: &str, queue_id: u32, max_offset: u64) {
         let signal = {
             let signals = self.signals.lock();
-            match signals.get(&(topic.to_owned(), queue_id)) {
+            match signals.get(topic).and_then(|queues| queues.get(&queue_id)) {
                 Some(signal) => Arc::clone(signal),
                 None => return, // nobody ever waited on it: no one to wake
             }
@@ -107,7 +108,7 @@ impl LongPolls {
     /// The store is closing: every wait, and every later one, ends with `Woken::Closed`.
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
-        let signals: Vec<Arc<Signal>> = self.signals.lock().values().cloned().collect();
+        let signals: Vec<Arc<Signal>> = self.signals.lock().values().flat_map(HashMap::values).cloned().collect();
         for signal in signals {
             signal.end.lock().closed = true;
             signal.arrived.notify_all();

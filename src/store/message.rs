@@ -12,11 +12,14 @@ use crate::store::error::{StoreError, StoreResult};
 /// A message to put: a body for a topic's queue, with an optional tag, keys (each indexed for
 /// `query_by_key`), properties and the producer's timestamp.
 ///
-/// ```ignore
-/// let message = Message::new("orders", 3, b"{\"id\": 17}")
+/// ```
+/// use strata_log::Message;
+/// let message = Message::new("orders", 3, &b"{\"id\": 17}"[..])
 ///     .with_tag("created")
 ///     .with_keys(["order-17"])
-///     .with_property("source", b"web");
+///     .with_property("source", &b"web"[..])
+///     .with_born_timestamp(1_700_000_000_000);
+/// assert_eq!((message.topic(), message.queue_id(), message.tag()), ("orders", 3, Some("created")));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
@@ -123,26 +126,59 @@ impl Message {
     /// Calls `f` with the record this message is at `queue_offset` (its headers live on this
     /// stack frame, so the record borrows them).
     pub(crate) fn with_record<R>(&self, queue_offset: u64, f: impl FnOnce(&Record<'_>) -> R) -> R {
-        let queue = self.queue_id.to_be_bytes();
-        let offset = queue_offset.to_be_bytes();
-        let born = self.born_timestamp_ms.map(i64::to_be_bytes);
+        let fixed = FixedFields::new(self, queue_offset);
+        let headers = self.headers(&fixed);
+        f(&self.record(&headers))
+    }
+
+    /// The record's headers: the store's fields, then the user's properties.
+    pub(crate) fn headers<'a>(&'a self, fixed: &'a FixedFields) -> Vec<Header<'a>> {
         let mut headers = Vec::with_capacity(5 + self.keys.len() + self.properties.len());
         headers.push(header(MESSAGE_TOPIC_HEADER, self.topic.as_bytes()));
-        headers.push(header(MESSAGE_QUEUE_HEADER, &queue));
-        headers.push(header(MESSAGE_QUEUE_OFFSET_HEADER, &offset));
+        headers.push(header(MESSAGE_QUEUE_HEADER, &fixed.queue));
+        headers.push(header(MESSAGE_QUEUE_OFFSET_HEADER, &fixed.queue_offset));
         if let Some(tag) = &self.tag {
             headers.push(header(MESSAGE_TAG_HEADER, tag.as_bytes()));
         }
         headers.extend(self.keys.iter().map(|key| header(MESSAGE_KEY_HEADER, key.as_bytes())));
-        if let Some(born) = &born {
+        if let Some(born) = &fixed.born {
             headers.push(header(MESSAGE_BORN_HEADER, born));
         }
         headers.extend(self.properties.iter().map(|(name, value)| Header { key: name.as_str(), value: Some(value) }));
-        let mut record = Record::new(&self.body).with_headers(&headers);
-        if let Some(key) = self.keys.first() {
-            record = record.with_key(key.as_bytes());
+        headers
+    }
+
+    /// The record: value = body, key = the first key, `headers` from [`Message::headers`].
+    pub(crate) fn record<'a>(&'a self, headers: &'a [Header<'a>]) -> Record<'a> {
+        let record = Record::new(&self.body).with_headers(headers);
+        match self.keys.first() {
+            Some(key) => record.with_key(key.as_bytes()),
+            None => record,
         }
-        f(&record)
+    }
+
+    /// The record's size alone in a batch, at any queue offset (the store's fields have fixed
+    /// sizes): what `max_message_bytes` limits.
+    pub(crate) fn encoded_len(&self) -> usize {
+        self.with_record(0, |record| record.encoded_len())
+    }
+}
+
+/// The store's fixed-size header values of one message, encoded: what its headers borrow.
+pub(crate) struct FixedFields {
+    queue: [u8; 4],
+    queue_offset: [u8; 8],
+    born: Option<[u8; 8]>,
+}
+
+impl FixedFields {
+    /// The values for `message` at `queue_offset`.
+    pub(crate) fn new(message: &Message, queue_offset: u64) -> FixedFields {
+        FixedFields {
+            queue: message.queue_id.to_be_bytes(),
+            queue_offset: queue_offset.to_be_bytes(),
+            born: message.born_timestamp_ms.map(i64::to_be_bytes),
+        }
     }
 }
 

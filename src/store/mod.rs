@@ -1,26 +1,46 @@
 //! The message store (RocketMQ's layer, DESIGN.md §11): topics and queues over one commit log.
-//! Under construction (issue 11): these are its building blocks, which the `MessageStore`, the
-//! dispatcher and the API will put together.
 //!
+//! - `message_store`: `MessageStore`, what its threads share, open and close; its calls by what
+//!   they do: `put`, `get` (and long polls), `lookup` (by key, by time); `recovery` (open),
+//!   `background` (flushes, checkpoint, offsets, retention), `dispatcher` (the thread building
+//!   queues and index), `progress` (how far it got), `metrics`.
 //! - `message`: a message as one record of the commit log; `error`: `StoreError`.
-//! - `consume_queue`: the ConsumeQueue of one topic and queue (`.cq` files of 20-byte entries).
+//! - `queues`: every consume queue; `consume_queue`: one queue (`.cq` files of 20-byte entries).
 //! - `hash`: FNV-1a 64, the hash of tags (and of index keys).
 //! - `index_file`: the IndexFile (`<root>/index/<begin_log_offset>.idx`) and `IndexFiles`, the set
 //!   of them, RocketMQ's `IndexService`.
+//! - `message_reader`: reads messages at log offsets with one cursor.
 //! - `consumer_offsets`: `offsets.json`; `checkpoint`: `store.checkpoint` and `abort`.
 //! - `dispatch`: what the dispatcher hands on; `long_poll`: waiting at a queue's end.
 //! - `config`: `StoreConfig`.
 
-// Until `MessageStore` uses the building blocks (issue 11 in progress).
-#![allow(dead_code)]
-
+pub(crate) mod background;
 pub(crate) mod checkpoint;
 pub(crate) mod config;
 pub(crate) mod consume_queue;
 pub(crate) mod consumer_offsets;
 pub(crate) mod dispatch;
+pub(crate) mod dispatcher;
 pub(crate) mod error;
+pub(crate) mod get;
 pub(crate) mod hash;
 pub(crate) mod index_file;
 pub(crate) mod long_poll;
+pub(crate) mod lookup;
 pub(crate) mod message;
+pub(crate) mod message_reader;
+pub(crate) mod message_store;
+pub(crate) mod metrics;
+pub(crate) mod progress;
+pub(crate) mod put;
+pub(crate) mod queues;
+pub(crate) mod recovery;
+
+pub use config::StoreConfig;
+pub use dispatch::{Dispatch, DispatchRequest};
+pub use error::{StoreError, StoreResult};
+pub use get::{GetResult, GetStatus};
+pub use message::{Message, StoredMessage, validate_topic};
+pub use message_store::MessageStore;
+pub use metrics::StoreMetrics;
+pub use put::{PutHandle, PutResult};

@@ -1,0 +1,105 @@
+//! The store's background work, on its `EventManager`: every `flush_interval_ms` the queues and the
+//! index are flushed and the store checkpoint written, and queue and index files the commit log's
+//! start has passed are deleted; every `offsets_flush_ms` the consumer offsets are written. A
+//! failure is logged and counted, and the work runs again at its next turn.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use crate::events::EventHandle;
+use crate::store::checkpoint;
+use crate::store::dispatch::Dispatch;
+use crate::store::error::StoreResult;
+use crate::store::message_store::StoreInner;
+use crate::store::metrics::Counters;
+
+/// Schedules the periodic work; it ends when the store is gone or its event thread stops.
+pub(crate) fn schedule(inner: &Arc<StoreInner>, events: &EventHandle) {
+    let flush = Duration::from_millis(inner.config.flush_interval_ms);
+    every(Arc::downgrade(inner), events.clone(), flush, "store checkpoint", |inner| {
+        let checkpointed = checkpoint(inner);
+        sweep(inner).and(checkpointed)
+    });
+    let offsets = Duration::from_millis(inner.config.offsets_flush_ms);
+    every(Arc::downgrade(inner), events.clone(), offsets, "consumer offsets", |inner| {
+        Ok(inner.offsets.flush().inspect_err(|_| Counters::bump(&inner.counters.background_failures))?)
+    });
+}
+
+/// Runs `work` every `period`, for as long as the store lives.
+fn every(
+    inner: Weak<StoreInner>,
+    events: EventHandle,
+    period: Duration,
+    name: &'static str,
+    work: fn(&StoreInner) -> StoreResult<()>,
+) {
+    let again = events.clone();
+    let scheduled = events.put_after(period, name, move || {
+        let Some(strong) = inner.upgrade() else { return Ok(()) };
+        let result = work(&strong);
+        drop(strong);
+        every(inner, again, period, name, work);
+        // Counted where it failed; logged here, as the event thread would log an `Error`.
+        if let Err(error) = result {
+            tracing::warn!(%error, name, "store background work failed; it runs again at its next turn");
+        }
+        Ok(())
+    });
+    if scheduled.is_err() {
+        tracing::debug!(name, "the store's event thread stopped; periodic work ends");
+    }
+}
+
+/// Flushes every dispatcher and writes the store checkpoint: the offset below which every
+/// message's queue and index entries are durable. The dispatchers are held meanwhile, so what was
+/// dispatched below that offset is exactly what was flushed.
+pub(crate) fn checkpoint(inner: &StoreInner) -> StoreResult<()> {
+    let dispatched = {
+        let mut output = inner.output.lock();
+        let dispatched = inner.progress.dispatched();
+        let flushed = output.flush();
+        if let Err(error) = flushed {
+            Counters::bump(&inner.counters.background_failures);
+            return Err(error);
+        }
+        dispatched
+    };
+    if dispatched == inner.last_checkpoint.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    checkpoint::write(&inner.root, dispatched).inspect_err(|_| Counters::bump(&inner.counters.background_failures))?;
+    inner.last_checkpoint.store(dispatched, Ordering::Release);
+    Counters::bump(&inner.counters.checkpoints);
+    Ok(())
+}
+
+/// Retention (DESIGN.md §11): once the commit log's start moved, deletes the queue files whose
+/// entries all point below it and the index files that end below it.
+pub(crate) fn sweep(inner: &StoreInner) -> StoreResult<()> {
+    let start = inner.log.start_offset();
+    if start <= inner.last_swept_start.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    let mut first = Ok(());
+    for (_, _, queue) in inner.queues.all() {
+        if let Err(error) = queue.delete_files_below(start)
+            && first.is_ok()
+        {
+            first = Err(error);
+        }
+    }
+    let index = inner.index.delete_files_below(start);
+    let swept = first.and(index.map(|_| ()));
+    match swept {
+        Ok(()) => {
+            inner.last_swept_start.fetch_max(start, Ordering::AcqRel);
+            Ok(())
+        }
+        Err(error) => {
+            Counters::bump(&inner.counters.background_failures);
+            Err(error.into())
+        }
+    }
+}

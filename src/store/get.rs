@@ -1,0 +1,203 @@
+//! Reading a queue (RocketMQ's `getMessage`): consume-queue entries from a queue offset, filtered
+//! by tag hash, then the messages they point at, read from the commit log with one cursor; and
+//! the long poll at the queue's end (RocketMQ's `PullRequestHoldService`).
+
+use std::time::{Duration, Instant};
+
+use crate::error::Error;
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::hash::tag_hash;
+use crate::store::long_poll::Woken;
+use crate::store::message::StoredMessage;
+use crate::store::message_reader::MessageReader;
+use crate::store::message_store::{MessageStore, StoreInner};
+use crate::store::metrics::Counters;
+
+/// Entries read from a consume queue at once.
+const ENTRIES_AT_ONCE: u64 = 1_024;
+
+/// How a [`MessageStore::get_messages`] went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GetStatus {
+    /// Messages were found.
+    Found,
+    /// Entries were examined but none matched the tag, or their messages are gone (retention);
+    /// `next_queue_offset` is past them: ask again from there.
+    NoMatchedMessage,
+    /// The offset is the queue's end: nothing new yet.
+    NoNewMessage,
+    /// The offset is below the queue's first entry (retention removed it); `next_queue_offset`
+    /// is the first.
+    OffsetTooSmall,
+    /// The offset is past the queue's end; `next_queue_offset` is the end.
+    OffsetOverflow,
+}
+
+/// What [`MessageStore::get_messages`] returns.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct GetResult {
+    /// How it went.
+    pub status: GetStatus,
+    /// The messages, in queue order.
+    pub messages: Vec<StoredMessage>,
+    /// Where to ask next: the entry after the last one examined (or as the status says).
+    pub next_queue_offset: u64,
+    /// The queue's first offset.
+    pub min_queue_offset: u64,
+    /// The queue's end: it holds `[min_queue_offset, max_queue_offset)`.
+    pub max_queue_offset: u64,
+}
+
+impl MessageStore {
+    /// Up to `max` messages of `topic`'s queue `queue_id` from `queue_offset` on, those with tag
+    /// `tag` only if one is given. One call examines at most `max_entries_examined` entries.
+    ///
+    /// A queue holds `[min, max)`: below `min` the status is `OffsetTooSmall` (next = min), at
+    /// `max` `NoNewMessage`, past it `OffsetOverflow` (next = max). A queue that never had a
+    /// message is empty at 0. Errors: `InvalidTopic`, `InvalidQueue`, and the log's read errors
+    /// (damage).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use strata_log::{GetStatus, Message, MessageStore, StoreConfig};
+    /// let dir = tempfile::tempdir()?;
+    /// let store = MessageStore::open(dir.path(), StoreConfig::default())?;
+    /// for (i, tag) in ["red", "blue", "red"].into_iter().enumerate() {
+    ///     store.put(&Message::new("paint", 1, format!("can {i}")).with_tag(tag))?;
+    /// }
+    /// let red = store.get_messages("paint", 1, 0, 10, Some("red"))?;
+    /// let bodies: Vec<&[u8]> = red.messages.iter().map(|m| m.body()).collect();
+    /// assert_eq!(bodies, [b"can 0", b"can 2"]);
+    /// assert_eq!(red.next_queue_offset, 3);
+    /// assert_eq!(store.get_messages("paint", 1, 3, 10, None)?.status, GetStatus::NoNewMessage);
+    /// # Ok(()) }
+    /// ```
+    pub fn get_messages(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        queue_offset: u64,
+        max: usize,
+        tag: Option<&str>,
+    ) -> StoreResult<GetResult> {
+        let inner = self.inner();
+        inner.check_queue(topic, queue_id)?;
+        Counters::bump(&inner.counters.gets);
+        let got = get(inner, topic, queue_id, queue_offset, max, tag)?;
+        let count = got.messages.len() as u64;
+        inner.counters.messages_got.fetch_add(count, std::sync::atomic::Ordering::Relaxed);
+        Ok(got)
+    }
+
+    /// [`MessageStore::get_messages`] that waits at the queue's end: if nothing matching is
+    /// there, it returns as soon as a matching message is dispatched, or with nothing (status
+    /// `NoNewMessage`, or `NoMatchedMessage` with `next_queue_offset` past what did not match)
+    /// once `timeout` has passed. It sleeps on the queue's condition variable, never polling.
+    /// `Error::Closed` if the store closes meanwhile.
+    pub fn get_messages_wait(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        queue_offset: u64,
+        max: usize,
+        tag: Option<&str>,
+        timeout: Duration,
+    ) -> StoreResult<GetResult> {
+        let inner = self.inner();
+        let deadline = Instant::now() + timeout;
+        let mut offset = queue_offset;
+        loop {
+            let got = self.get_messages(topic, queue_id, offset, max, tag)?;
+            let at_end = matches!(got.status, GetStatus::NoNewMessage | GetStatus::NoMatchedMessage)
+                && got.next_queue_offset >= got.max_queue_offset;
+            if !got.messages.is_empty() || !at_end || max == 0 {
+                if got.messages.is_empty() && got.status == GetStatus::NoMatchedMessage && Instant::now() < deadline {
+                    // Entries that did not match, and more to examine: go on at once.
+                    offset = got.next_queue_offset;
+                    continue;
+                }
+                return Ok(got);
+            }
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Ok(got);
+            }
+            let end = || inner.queues.get(topic, queue_id).map_or(0, |queue| queue.max_offset());
+            match inner.long_polls.wait(topic, queue_id, got.next_queue_offset, remaining, end) {
+                Woken::Arrived => offset = got.next_queue_offset,
+                Woken::TimedOut => return Ok(got),
+                Woken::Closed => return Err(StoreError::Log(Error::Closed)),
+            }
+        }
+    }
+}
+
+fn get(
+    inner: &StoreInner,
+    topic: &str,
+    queue_id: u32,
+    queue_offset: u64,
+    max: usize,
+    tag: Option<&str>,
+) -> StoreResult<GetResult> {
+    let queue = inner.queues.get(topic, queue_id);
+    let (min, end) = queue.as_ref().map_or((0, 0), |queue| (queue.min_offset(), queue.max_offset()));
+    let result = |status, messages, next| GetResult {
+        status,
+        messages,
+        next_queue_offset: next,
+        min_queue_offset: min,
+        max_queue_offset: end,
+    };
+    let Some(queue) = queue.filter(|_| queue_offset >= min && queue_offset < end) else {
+        return Ok(match queue_offset {
+            offset if offset < min => result(GetStatus::OffsetTooSmall, Vec::new(), min),
+            offset if offset == end => result(GetStatus::NoNewMessage, Vec::new(), end),
+            _ => result(GetStatus::OffsetOverflow, Vec::new(), end),
+        });
+    };
+    let wanted_hash = tag.map(|tag| tag_hash(Some(tag)));
+    let last = end.min(queue_offset.saturating_add(inner.config.max_entries_examined));
+    let mut reader = MessageReader::new(&inner.log);
+    let mut messages = Vec::with_capacity(max.min(64));
+    let mut next = queue_offset;
+    'examine: while next < last && messages.len() < max {
+        let entries = queue.entries(next, (last - next).min(ENTRIES_AT_ONCE) as usize)?;
+        if entries.is_empty() {
+            break; // retention moved the queue's start past `next` meanwhile
+        }
+        for (i, &(at, entry)) in entries.iter().enumerate() {
+            next = at + 1;
+            if wanted_hash.is_some_and(|hash| hash != entry.tag_hash) {
+                continue;
+            }
+            // If it has to read: about the bytes of the next messages wanted, batch headers included.
+            let ahead = || entries[i..].iter().take(max - messages.len()).map(|(_, e)| e.size as usize + 64).sum();
+            let Some(record) = reader.read(entry.log_offset, ahead)? else { continue };
+            let message = match StoredMessage::decode(record) {
+                Ok(message) if message.topic() == topic && message.queue_id() == queue_id => message,
+                _ => {
+                    tracing::warn!(
+                        topic,
+                        queue_id,
+                        queue_offset = at,
+                        log_offset = entry.log_offset,
+                        "a queue entry points at another message; skipped"
+                    );
+                    continue;
+                }
+            };
+            if tag.is_some() && message.tag() != tag {
+                continue; // a hash collision
+            }
+            messages.push(message);
+            if messages.len() == max {
+                break 'examine;
+            }
+        }
+    }
+    let status = if messages.is_empty() { GetStatus::NoMatchedMessage } else { GetStatus::Found };
+    Ok(result(status, messages, next))
+}

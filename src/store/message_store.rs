@@ -1,0 +1,290 @@
+//! `MessageStore`: the handle users hold, what its threads share, and its life (open, close).
+//! The calls live beside it by what they do: `put`, `get` (and long polls), `lookup` (by key and
+//! time), `background` (flushes, checkpoints, offsets, retention), `recovery` (open).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::error::Error;
+use crate::events::EventManager;
+use crate::log::Log;
+use crate::store::checkpoint;
+use crate::store::config::StoreConfig;
+use crate::store::consumer_offsets::ConsumerOffsets;
+use crate::store::dispatch::{BroadcastingOutput, CountingOutput, Dispatch};
+use crate::store::dispatcher::{self, Dispatcher};
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::index_file::IndexFiles;
+use crate::store::long_poll::LongPolls;
+use crate::store::message::validate_topic;
+use crate::store::metrics::{Counters, StoreMetrics};
+use crate::store::progress::Progress;
+use crate::store::put::PutOffsets;
+use crate::store::queues::Queues;
+use crate::store::{background, recovery};
+
+/// A message store (RocketMQ's layer, DESIGN.md §11): topics and queues over one commit log.
+///
+/// Producers [`put`](MessageStore::put) messages for any topic and queue into one shared commit
+/// log; a dispatcher thread builds, per topic and queue, a consume queue, and an index by key;
+/// consumers [`get_messages`](MessageStore::get_messages) from a queue in order, keep their
+/// position with [`commit_offset`](MessageStore::commit_offset), and find messages by key and time.
+/// `Send + Sync`: share it between threads by reference or in an `Arc`.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use strata_log::{GetStatus, Message, MessageStore, StoreConfig};
+/// let dir = tempfile::tempdir()?;
+/// let store = MessageStore::open(dir.path(), StoreConfig::default())?;
+/// let put = store.put(&Message::new("orders", 0, b"order 17").with_tag("created").with_keys(["order-17"]))?;
+/// assert_eq!(put.queue_offset, 0);
+///
+/// let got = store.get_messages("orders", 0, 0, 32, None)?;
+/// assert_eq!(got.status, GetStatus::Found);
+/// assert_eq!(got.messages[0].body(), b"order 17");
+/// store.commit_offset("billing", "orders", 0, got.next_queue_offset)?;
+///
+/// let found = store.query_by_key("orders", "order-17", 0, i64::MAX, 10)?;
+/// assert_eq!(found[0].log_offset(), put.log_offset);
+/// store.close()?;
+/// # Ok(()) }
+/// ```
+pub struct MessageStore {
+    /// `None` only once closed.
+    shared: Option<Arc<StoreInner>>,
+    dispatcher: Option<Dispatcher>,
+    events: Option<EventManager>,
+}
+
+/// What the store's calls, its dispatcher and its background events share.
+pub(crate) struct StoreInner {
+    pub(crate) root: PathBuf,
+    pub(crate) config: StoreConfig,
+    pub(crate) log: Log,
+    pub(crate) queues: Arc<Queues>,
+    pub(crate) index: Arc<IndexFiles>,
+    pub(crate) offsets: ConsumerOffsets,
+    /// The put lock: the next queue offset of each queue puts were made to since open.
+    pub(crate) puts: PutOffsets,
+    pub(crate) progress: Arc<Progress>,
+    pub(crate) long_polls: Arc<LongPolls>,
+    /// Every dispatcher, the store's own first; held while a batch is dispatched and while they
+    /// are flushed for a checkpoint.
+    pub(crate) output: Mutex<CountingOutput<BroadcastingOutput>>,
+    pub(crate) dispatched: Arc<AtomicU64>,
+    pub(crate) counters: Arc<Counters>,
+    /// The last store checkpoint written, and the log start the last retention sweep saw.
+    pub(crate) last_checkpoint: AtomicU64,
+    pub(crate) last_swept_start: AtomicU64,
+}
+
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<MessageStore>();
+};
+
+impl MessageStore {
+    /// Opens the store in `root` (created if missing), recovering it if the last run did not
+    /// close it (DESIGN.md §11): the commit log recovers first, then each consume queue and the
+    /// newest index file are checked from the store checkpoint on and cut where they stop
+    /// matching the log, and dispatch reaches the log's end before `open` returns. A deleted or
+    /// damaged `consumequeue/` or `index/` is rebuilt from the commit log (logged).
+    ///
+    /// Errors: `Error::InvalidConfig`, `Error::Locked` if another store or log has it open, and
+    /// the log's errors.
+    pub fn open(root: impl AsRef<Path>, config: StoreConfig) -> StoreResult<MessageStore> {
+        let (inner, cursor) = recovery::open(root.as_ref(), config)?;
+        let inner = Arc::new(inner);
+        let events = EventManager::start("strata-store")?;
+        background::schedule(&inner, &events.handle());
+        let dispatcher = Dispatcher::spawn(Arc::clone(&inner), cursor)?;
+        Ok(MessageStore { shared: Some(inner), dispatcher: Some(dispatcher), events: Some(events) })
+    }
+
+    /// Closes the store cleanly: dispatches what the log holds, flushes the queues and the index,
+    /// writes the store checkpoint and the consumer offsets, closes the commit log and, last,
+    /// removes the `abort` marker, so the next open does not recover. Dropping the store does the
+    /// same but can only log a failure.
+    pub fn close(mut self) -> StoreResult<()> {
+        self.shutdown()
+    }
+
+    /// What every call works on.
+    pub(crate) fn inner(&self) -> &StoreInner {
+        self.shared.as_deref().expect("a store is used only until it closes")
+    }
+
+    fn shutdown(&mut self) -> StoreResult<()> {
+        let Some(shared) = self.shared.take() else { return Ok(()) };
+        let finished = finish(&shared, self.dispatcher.take(), self.events.take());
+        // Nothing else holds the store now (its threads are stopped; events hold it weakly).
+        let inner = match Arc::try_unwrap(shared) {
+            Ok(inner) => inner,
+            Err(_) => {
+                tracing::error!(
+                    "the store is still referenced at close: its commit log closes when the last reference goes"
+                );
+                return finished.and(Err(StoreError::Log(Error::Closed)));
+            }
+        };
+        let StoreInner { root, log, .. } = inner;
+        let closed = log.close();
+        finished?;
+        closed?;
+        checkpoint::mark_closed(&root)?;
+        tracing::info!(root = %root.display(), "message store closed cleanly");
+        Ok(())
+    }
+
+    /// Registers a dispatcher: from now on it receives every message dispatched, after the
+    /// store's own consume-queue and index builders (Flink's `Output`). See [`Dispatch`] for what
+    /// it must tolerate.
+    pub fn register_dispatcher(&self, dispatcher: Box<dyn Dispatch>) {
+        self.inner().output.lock().inner_mut().push(dispatcher);
+    }
+
+    /// The commit log's first offset: messages below it are gone (retention,
+    /// [`MessageStore::delete_messages_before`]).
+    pub fn commit_log_start_offset(&self) -> u64 {
+        self.inner().log.start_offset()
+    }
+
+    /// Deletes the messages below `log_offset` (whole segments, as `Log::delete_records_before`),
+    /// then the queue and index files that only pointed at them. Returns the new start offset.
+    pub fn delete_messages_before(&self, log_offset: u64) -> StoreResult<u64> {
+        let inner = self.inner();
+        let start = inner.log.delete_records_before(log_offset)?;
+        background::sweep(inner)?;
+        Ok(start)
+    }
+
+    /// Stores `offset` as the next queue offset `group` will consume from `topic`'s queue
+    /// `queue_id`. Durable within `offsets_flush_ms`, or at [`MessageStore::flush_offsets`] or
+    /// close.
+    pub fn commit_offset(&self, group: &str, topic: &str, queue_id: u32, offset: u64) -> StoreResult<()> {
+        let inner = self.inner();
+        inner.check_queue(topic, queue_id)?;
+        if group.is_empty() {
+            return Err(StoreError::InvalidField { what: "group", name: String::new(), reason: "empty" });
+        }
+        inner.offsets.commit(group, topic, queue_id, offset);
+        Ok(())
+    }
+
+    /// The next queue offset `group` will consume from `topic`'s queue `queue_id`, if it ever
+    /// committed one.
+    pub fn committed_offset(&self, group: &str, topic: &str, queue_id: u32) -> Option<u64> {
+        self.inner().offsets.committed(group, topic, queue_id)
+    }
+
+    /// Every committed consumer offset: (group, topic, queue id, next queue offset), sorted.
+    pub fn committed_offsets(&self) -> Vec<(String, String, u32, u64)> {
+        self.inner().offsets.all()
+    }
+
+    /// Writes the committed consumer offsets to `offsets.json` now.
+    pub fn flush_offsets(&self) -> StoreResult<()> {
+        Ok(self.inner().offsets.flush()?)
+    }
+
+    /// Every queue that ever had a message: (topic, queue id, min queue offset, max queue
+    /// offset), sorted by topic and queue id.
+    pub fn queues(&self) -> Vec<(String, u32, u64, u64)> {
+        let queues = self.inner().queues.all();
+        queues.into_iter().map(|(topic, id, queue)| (topic, id, queue.min_offset(), queue.max_offset())).collect()
+    }
+
+    /// The first queue offset `topic`'s queue `queue_id` holds (0 for a queue without messages).
+    pub fn min_queue_offset(&self, topic: &str, queue_id: u32) -> StoreResult<u64> {
+        let inner = self.inner();
+        inner.check_queue(topic, queue_id)?;
+        Ok(inner.queues.get(topic, queue_id).map_or(0, |queue| queue.min_offset()))
+    }
+
+    /// The queue offset the next message of `topic`'s queue `queue_id` gets, once dispatched: the
+    /// queue holds `[min, max)`.
+    pub fn max_queue_offset(&self, topic: &str, queue_id: u32) -> StoreResult<u64> {
+        let inner = self.inner();
+        inner.check_queue(topic, queue_id)?;
+        Ok(inner.queues.get(topic, queue_id).map_or(0, |queue| queue.max_offset()))
+    }
+
+    /// A snapshot of the store's metrics.
+    pub fn metrics(&self) -> StoreMetrics {
+        let inner = self.inner();
+        let log = inner.log.metrics();
+        let counters = &inner.counters;
+        let dispatched_up_to = inner.progress.dispatched();
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        StoreMetrics {
+            dispatch_lag_offsets: inner.log.next_offset().saturating_sub(dispatched_up_to),
+            log,
+            puts: load(&counters.puts),
+            put_failures: load(&counters.put_failures),
+            gets: load(&counters.gets),
+            messages_got: load(&counters.messages_got),
+            key_queries: load(&counters.key_queries),
+            dispatched: load(&inner.dispatched),
+            dispatched_up_to,
+            dispatch_lag_ms: counters.last_dispatch_lag_ms.load(Ordering::Relaxed),
+            max_dispatch_lag_ms: counters.max_dispatch_lag_ms.load(Ordering::Relaxed),
+            dispatch_failures: load(&counters.dispatch_failures),
+            not_messages: load(&counters.not_messages),
+            entries_refused: load(&counters.entries_refused),
+            queues: inner.queues.count(),
+            index_files: inner.index.file_count(),
+            long_polls_held: load(&inner.long_polls.held),
+            long_polls_woken: load(&inner.long_polls.woken),
+            checkpoints: load(&counters.checkpoints),
+            background_failures: load(&counters.background_failures),
+        }
+    }
+}
+
+impl Drop for MessageStore {
+    fn drop(&mut self) {
+        if let Err(error) = self.shutdown() {
+            tracing::error!(%error, "closing the message store failed");
+        }
+    }
+}
+
+impl StoreInner {
+    /// `Ok` if `topic` and `queue_id` can name a queue of this store.
+    pub(crate) fn check_queue(&self, topic: &str, queue_id: u32) -> StoreResult<()> {
+        validate_topic(topic)?;
+        let max = self.config.max_queues_per_topic;
+        if queue_id >= max {
+            return Err(StoreError::InvalidQueue { queue_id, max });
+        }
+        Ok(())
+    }
+}
+
+/// The first steps of a close, before the log closes: the dispatcher reaches the log's end (after
+/// a flush makes everything stored visible), waiters are released, the background thread stops,
+/// and a last checkpoint and offsets write run. The first failure is returned; every step runs.
+fn finish(inner: &StoreInner, dispatcher: Option<Dispatcher>, events: Option<EventManager>) -> StoreResult<()> {
+    let flushed = inner.log.flush();
+    let stopped = dispatcher.map(|dispatcher| dispatcher.stop(inner));
+    let caught_up = match (flushed, stopped) {
+        (Ok(()), Some(Ok(mut cursor))) => dispatcher::catch_up(inner, &mut cursor),
+        (Err(error), _) | (_, Some(Err(error))) => Err(error.into()),
+        (Ok(()), None) => Ok(()),
+    };
+    inner.progress.stop();
+    inner.long_polls.close();
+    if let Some(events) = events
+        && let Err(error) = events.shutdown(Duration::from_secs(30))
+    {
+        tracing::error!(%error, "the store's event thread did not stop");
+    }
+    let checkpointed = caught_up.and_then(|()| background::checkpoint(inner));
+    let offsets = inner.offsets.flush();
+    checkpointed?;
+    Ok(offsets?)
+}

@@ -1,0 +1,158 @@
+//! Putting messages: queue offsets are taken under the store's put lock and the batch is appended
+//! there with `append_nowait`; the wait (for durability under the flush policy, and for dispatch,
+//! so a put reads its own write) happens after the lock is released, so concurrent puts share one
+//! fsync (group commit).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::message::{FixedFields, Message};
+use crate::store::message_store::{MessageStore, StoreInner};
+use crate::store::progress::Progress;
+
+/// Where a put message is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PutResult {
+    /// Its offset in the commit log.
+    pub log_offset: u64,
+    /// Its offset in its queue.
+    pub queue_offset: u64,
+}
+
+/// A put in flight ([`MessageStore::put_nowait`]): where the message went is known at once; wait
+/// for it to be durable (under the flush policy) and in its queue with [`PutHandle::wait`].
+#[must_use = "a put is acknowledged only once `wait` returns Ok"]
+pub struct PutHandle {
+    result: PutResult,
+    /// The log offset of the batch's last message.
+    last_log_offset: u64,
+    progress: Arc<Progress>,
+}
+
+impl std::fmt::Debug for PutHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PutHandle").field("result", &self.result).field("done", &self.is_done()).finish()
+    }
+}
+
+impl PutHandle {
+    /// Where the message is (or, for a batch, its first message).
+    pub fn result(&self) -> PutResult {
+        self.result
+    }
+
+    /// Waits until the message is durable under the flush policy and dispatched to its queue.
+    /// `StoreError::DispatchFailed` if dispatch is failing at it (the message is stored; dispatch
+    /// retries), `Error::Closed` if the store closed first.
+    pub fn wait(self) -> StoreResult<PutResult> {
+        self.progress.wait_past(self.last_log_offset, None)?;
+        Ok(self.result)
+    }
+
+    /// [`PutHandle::wait`] up to `timeout`: `Ok(None)` if it is not done by then.
+    pub fn wait_timeout(&self, timeout: Duration) -> StoreResult<Option<PutResult>> {
+        Ok(self.progress.wait_past(self.last_log_offset, Some(timeout))?.then_some(self.result))
+    }
+
+    /// Whether [`PutHandle::wait`] would return at once with `Ok`.
+    pub fn is_done(&self) -> bool {
+        self.progress.dispatched() > self.last_log_offset
+    }
+}
+
+/// The put lock and what it guards: the next queue offset of every queue put to since open (a
+/// queue's first put starts from its consume queue's end, which dispatch brought to the log's end
+/// before `open` returned).
+#[derive(Default)]
+pub(crate) struct PutOffsets {
+    next: Mutex<HashMap<String, HashMap<u32, u64>>>,
+}
+
+impl MessageStore {
+    /// Puts `message` and returns once it is durable under the commit log's flush policy and
+    /// dispatched to its queue (a `get_messages` after it sees it). Concurrent puts share fsyncs.
+    ///
+    /// Errors, with nothing stored: `StoreError::InvalidTopic`, `InvalidQueue`, `InvalidField`,
+    /// `MessageTooLarge`, and the log's refusals (a full disk). After it was stored:
+    /// `StoreError::DispatchFailed`, or the log's failure to make it durable (the log is
+    /// poisoned: reopen).
+    pub fn put(&self, message: &Message) -> StoreResult<PutResult> {
+        self.put_nowait(message)?.wait()
+    }
+
+    /// Stores `message` and returns without waiting for durability or dispatch; the handle says
+    /// where it went and waits for it. Puts from one thread are numbered in call order.
+    pub fn put_nowait(&self, message: &Message) -> StoreResult<PutHandle> {
+        self.put_all(std::slice::from_ref(message))
+    }
+
+    /// Puts `messages`, all for one topic and queue, as one batch of the commit log: all or
+    /// nothing, consecutive queue offsets. Returns where each went, once all are durable and
+    /// dispatched. An empty slice puts nothing.
+    pub fn put_batch(&self, messages: &[Message]) -> StoreResult<Vec<PutResult>> {
+        if messages.is_empty() {
+            return Ok(Vec::new());
+        }
+        let first = self.put_all(messages)?.wait()?;
+        let results = (0..messages.len() as u64)
+            .map(|i| PutResult { log_offset: first.log_offset + i, queue_offset: first.queue_offset + i });
+        Ok(results.collect())
+    }
+
+    fn put_all(&self, messages: &[Message]) -> StoreResult<PutHandle> {
+        let inner = self.inner();
+        let put = check(inner, messages).and_then(|()| append(inner, messages));
+        let counter = if put.is_ok() { &inner.counters.puts } else { &inner.counters.put_failures };
+        counter.fetch_add(messages.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        put
+    }
+}
+
+/// Refuses what the store cannot hold before anything is stored.
+fn check(inner: &StoreInner, messages: &[Message]) -> StoreResult<()> {
+    let config = &inner.config;
+    let Some(first) = messages.first() else { return Ok(()) };
+    for (index, message) in messages.iter().enumerate() {
+        if message.topic() != first.topic() || message.queue_id() != first.queue_id() {
+            let (topic, queue_id) = (message.topic().to_owned(), message.queue_id());
+            return Err(StoreError::MixedBatch { index, topic, queue_id });
+        }
+        message.validate(config.max_queues_per_topic)?;
+        let size = message.encoded_len() as u64;
+        if size > config.max_message_bytes {
+            return Err(StoreError::MessageTooLarge { size, max: config.max_message_bytes });
+        }
+    }
+    Ok(())
+}
+
+/// Numbers `messages` (one topic and queue) and appends them under the put lock.
+fn append(inner: &StoreInner, messages: &[Message]) -> StoreResult<PutHandle> {
+    let Some(first) = messages.first() else { unreachable!("put_all is never called with no messages") };
+    let (topic, queue_id) = (first.topic(), first.queue_id());
+    let mut next = inner.puts.next.lock();
+    let slot = match next.get_mut(topic).and_then(|queues| queues.get_mut(&queue_id)) {
+        Some(slot) => slot,
+        None => {
+            let end = inner.queues.get(topic, queue_id).map_or(0, |queue| queue.max_offset());
+            next.entry(topic.to_owned()).or_default().entry(queue_id).or_insert(end)
+        }
+    };
+    let queue_offset = *slot;
+    let fixed: Vec<FixedFields> =
+        messages.iter().zip(queue_offset..).map(|(message, offset)| FixedFields::new(message, offset)).collect();
+    let headers: Vec<_> = messages.iter().zip(&fixed).map(|(message, fixed)| message.headers(fixed)).collect();
+    let records: Vec<_> = messages.iter().zip(&headers).map(|(message, headers)| message.record(headers)).collect();
+    let info = inner.log.append_nowait(&records)?;
+    *slot += messages.len() as u64;
+    drop(next);
+    Ok(PutHandle {
+        result: PutResult { log_offset: info.base_offset, queue_offset },
+        last_log_offset: info.last_offset,
+        progress: Arc::clone(&inner.progress),
+    })
+}

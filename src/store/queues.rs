@@ -1,0 +1,112 @@
+//! Every consume queue of a store (`<root>/consumequeue/<topic>/<queue_id>/`): found on disk at
+//! open, created by the dispatcher when a queue gets its first message, looked up by readers.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::config::ReadPath;
+use crate::error::{Error, Result};
+use crate::storage;
+use crate::store::consume_queue::ConsumeQueue;
+use crate::store::message::validate_topic;
+
+/// topic → queue id → queue.
+type QueueMap = HashMap<String, HashMap<u32, Arc<ConsumeQueue>>>;
+
+/// The queues of a store. Readers take a short read lock to find a queue; the dispatcher takes
+/// the write lock only to add one.
+pub(crate) struct Queues {
+    dir: PathBuf,
+    entries_per_file: u64,
+    reads: ReadPath,
+    map: RwLock<QueueMap>,
+}
+
+/// A queue found on disk that could not be opened (damaged): its directory was removed, and the
+/// caller rebuilds it from the commit log.
+#[derive(Debug)]
+pub(crate) struct Discarded {
+    pub(crate) dir: PathBuf,
+    pub(crate) error: Error,
+}
+
+impl Queues {
+    /// Opens every queue under `dir` (created if missing). Directories that are not a valid topic
+    /// or queue id are left alone (logged). Any queue id is opened: `max_queues_per_topic` limits
+    /// puts and gets, not what an earlier configuration stored. A queue that fails to open is removed (logged) and
+    /// returned in the second list: it is derived data, rebuilt by dispatching the commit log again.
+    pub(crate) fn open(dir: &Path, entries_per_file: u64, reads: ReadPath) -> Result<(Queues, Vec<Discarded>)> {
+        storage::prepare_dir(dir)?;
+        let mut map = QueueMap::new();
+        let mut discarded = Vec::new();
+        for topic in storage::list_dir(dir)? {
+            let topic_dir = dir.join(&topic);
+            if validate_topic(&topic).is_err() || !topic_dir.is_dir() {
+                tracing::warn!(path = %topic_dir.display(), "not a topic's consume-queue directory; left alone");
+                continue;
+            }
+            for queue in storage::list_dir(&topic_dir)? {
+                let queue_dir = topic_dir.join(&queue);
+                let queue_id = match queue.parse::<u32>() {
+                    Ok(id) if id.to_string() == queue && queue_dir.is_dir() => id,
+                    _ => {
+                        tracing::warn!(path = %queue_dir.display(), "not a queue's directory; left alone");
+                        continue;
+                    }
+                };
+                match ConsumeQueue::open(dir, &topic, queue_id, entries_per_file, reads) {
+                    Ok(opened) => {
+                        map.entry(topic.clone()).or_default().insert(queue_id, Arc::new(opened));
+                    }
+                    Err(error) => {
+                        tracing::warn!(queue = %queue_dir.display(), %error, "consume queue unreadable: removed, rebuilt from the commit log");
+                        std::fs::remove_dir_all(&queue_dir).map_err(Error::io("remove a damaged queue", &queue_dir))?;
+                        storage::sync_dir(&topic_dir)?;
+                        discarded.push(Discarded { dir: queue_dir, error });
+                    }
+                }
+            }
+        }
+        let queues = Queues { dir: dir.to_path_buf(), entries_per_file, reads, map: RwLock::new(map) };
+        Ok((queues, discarded))
+    }
+
+    /// The queue, if it has ever had a message.
+    pub(crate) fn get(&self, topic: &str, queue_id: u32) -> Option<Arc<ConsumeQueue>> {
+        self.map.read().get(topic).and_then(|queues| queues.get(&queue_id)).cloned()
+    }
+
+    /// The queue, opened (empty) if it is new. The caller has validated `topic`.
+    pub(crate) fn get_or_open(&self, topic: &str, queue_id: u32) -> Result<Arc<ConsumeQueue>> {
+        if let Some(queue) = self.get(topic, queue_id) {
+            return Ok(queue);
+        }
+        let mut map = self.map.write();
+        let queues = map.entry(topic.to_owned()).or_default();
+        if let Some(queue) = queues.get(&queue_id) {
+            return Ok(Arc::clone(queue));
+        }
+        let queue = Arc::new(ConsumeQueue::open(&self.dir, topic, queue_id, self.entries_per_file, self.reads)?);
+        queues.insert(queue_id, Arc::clone(&queue));
+        Ok(queue)
+    }
+
+    /// Every queue: (topic, queue id, queue), sorted by topic and queue id.
+    pub(crate) fn all(&self) -> Vec<(String, u32, Arc<ConsumeQueue>)> {
+        let map = self.map.read();
+        let mut all: Vec<_> = map
+            .iter()
+            .flat_map(|(topic, queues)| queues.iter().map(move |(&id, queue)| (topic.clone(), id, Arc::clone(queue))))
+            .collect();
+        all.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        all
+    }
+
+    /// How many queues there are.
+    pub(crate) fn count(&self) -> usize {
+        self.map.read().values().map(HashMap::len).sum()
+    }
+}

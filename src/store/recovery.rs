@@ -1,0 +1,140 @@
+//! Opening a store (DESIGN.md §11): the commit log recovers first; then the index and the consume
+//! queues are loaded — rebuilt from the commit log if missing or damaged — and, after an unclean
+//! shutdown (`abort` present, or a log that did not close), checked from the store checkpoint on
+//! and cut where they stop matching the log; dispatch then reaches the log's end before `open`
+//! returns, retention's leftovers are deleted, and consumer offsets past a queue's end clamped.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use parking_lot::Mutex;
+
+use crate::error::Error;
+use crate::format::{STORE_COMMIT_LOG_DIR, STORE_CONSUME_QUEUE_DIR, STORE_INDEX_DIR};
+use crate::log::{Cursor, Log};
+use crate::storage;
+use crate::store::background;
+use crate::store::checkpoint;
+use crate::store::config::StoreConfig;
+use crate::store::consumer_offsets::ConsumerOffsets;
+use crate::store::dispatch::{BroadcastingOutput, CountingOutput};
+use crate::store::dispatcher::{self, IndexBuilder, QueueBuilder};
+use crate::store::error::StoreResult;
+use crate::store::index_file::IndexFiles;
+use crate::store::long_poll::LongPolls;
+use crate::store::message_store::StoreInner;
+use crate::store::metrics::Counters;
+use crate::store::progress::Progress;
+use crate::store::put::PutOffsets;
+use crate::store::queues::Queues;
+
+/// Opens and recovers the store in `root`; returns it with the cursor dispatch goes on from.
+pub(crate) fn open(root: &Path, config: StoreConfig) -> StoreResult<(StoreInner, Cursor)> {
+    config.validate()?;
+    storage::prepare_dir(root)?;
+    // The log's directory lock keeps a second store (or log) out.
+    let log = Log::open(root.join(STORE_COMMIT_LOG_DIR), config.log.clone())?;
+    let aborted = checkpoint::mark_open(root)?;
+    let unclean = aborted || !log.recovery_report().clean_shutdown;
+    let (log_start, log_next) = (log.start_offset(), log.next_offset());
+    let mut from = checkpoint::read(root)?.min(log_next);
+
+    let (index, index_rebuilt) = open_index(root, &config)?;
+    let queue_dir = root.join(STORE_CONSUME_QUEUE_DIR);
+    let queues_existed = queue_dir.is_dir();
+    let (queues, discarded) = Queues::open(&queue_dir, config.queue_entries_per_file, config.log.read_path)?;
+    let rebuild = index_rebuilt || !queues_existed || !discarded.is_empty();
+    if rebuild && log_start < log_next {
+        tracing::warn!(root = %root.display(), from = log_start, "rebuilding consume queues and index from the commit log");
+        from = log_start;
+    }
+    if unclean {
+        tracing::warn!(root = %root.display(), from, log_next, "the store did not close cleanly: checking its queues and index");
+        recover(&queues, &index, from, log_next)?;
+    }
+    let offsets = ConsumerOffsets::load(root)?;
+    let from = from.max(log_start);
+    let mut cursor = log.cursor(from)?;
+
+    let (queues, index) = (Arc::new(queues), Arc::new(index));
+    let (long_polls, counters, dispatched) =
+        (Arc::new(LongPolls::default()), Arc::new(Counters::default()), Arc::new(AtomicU64::new(0)));
+    let mut output = BroadcastingOutput::default();
+    output.push(Box::new(QueueBuilder {
+        queues: Arc::clone(&queues),
+        long_polls: Arc::clone(&long_polls),
+        counters: Arc::clone(&counters),
+    }));
+    output.push(Box::new(IndexBuilder { index: Arc::clone(&index) }));
+    let inner = StoreInner {
+        root: root.to_path_buf(),
+        config,
+        log,
+        queues,
+        index,
+        offsets,
+        puts: PutOffsets::default(),
+        progress: Arc::new(Progress::new(from)),
+        long_polls,
+        output: Mutex::new(CountingOutput::new(output, Arc::clone(&dispatched))),
+        dispatched,
+        counters,
+        last_checkpoint: AtomicU64::new(u64::MAX),
+        last_swept_start: AtomicU64::new(0),
+    };
+    dispatcher::catch_up(&inner, &mut cursor)?;
+    background::sweep(&inner)?;
+    for (_, topic, queue_id, _) in inner.offsets.all() {
+        let end = inner.queues.get(&topic, queue_id).map_or(0, |queue| queue.max_offset());
+        inner.offsets.clamp(&topic, queue_id, end);
+    }
+    if unclean || rebuild {
+        background::checkpoint(&inner)?;
+    }
+    tracing::info!(
+        root = %inner.root.display(), queues = inner.queues.count(), index_files = inner.index.file_count(),
+        dispatched_from = from, log_next, "message store open"
+    );
+    Ok((inner, cursor))
+}
+
+/// Opens the index; a damaged file discards the whole index, which is rebuilt (logged). Returns
+/// whether it was (or the directory was missing).
+fn open_index(root: &Path, config: &StoreConfig) -> StoreResult<(IndexFiles, bool)> {
+    let dir = root.join(STORE_INDEX_DIR);
+    let existed = dir.is_dir();
+    match IndexFiles::open(&dir, config.index_slots, config.index_entries) {
+        Ok(index) => Ok((index, !existed)),
+        Err(error @ Error::Corrupt { .. }) => {
+            tracing::warn!(%error, "an index file is damaged: the index is rebuilt from the commit log");
+            IndexFiles::discard(&dir)?;
+            Ok((IndexFiles::open(&dir, config.index_slots, config.index_entries)?, true))
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// After an unclean shutdown: every queue is checked from its entry for `from` (the store
+/// checkpoint: entries below it were durable) and cut at its first entry that does not fit the
+/// log (DESIGN.md §11); the index files past `from` are removed and the newest remaining one cut.
+fn recover(queues: &Queues, index: &IndexFiles, from: u64, log_next: u64) -> StoreResult<()> {
+    for (topic, queue_id, queue) in queues.all() {
+        let checked_from = queue.queue_offset_for_log_offset(from)?;
+        let recovered = queue.recover(checked_from, log_next)?;
+        if recovered.removed > 0 {
+            tracing::warn!(
+                topic,
+                queue_id,
+                removed = recovered.removed,
+                end = recovered.end,
+                "consume queue cut in recovery"
+            );
+        }
+    }
+    let recovered = index.recover(from)?;
+    if !recovered.removed.is_empty() {
+        tracing::warn!(files = recovered.removed.len(), "index files past the store checkpoint removed in recovery");
+    }
+    Ok(())
+}
