@@ -25,23 +25,16 @@ pub(crate) struct Queues {
     map: RwLock<QueueMap>,
 }
 
-/// A queue found on disk that could not be opened (damaged): its directory was removed, and the
-/// caller rebuilds it from the commit log.
-#[derive(Debug)]
-pub(crate) struct Discarded {
-    pub(crate) dir: PathBuf,
-    pub(crate) error: Error,
-}
-
 impl Queues {
     /// Opens every queue under `dir` (created if missing). Directories that are not a valid topic
     /// or queue id are left alone (logged). Any queue id is opened: `max_queues_per_topic` limits
     /// puts and gets, not what an earlier configuration stored. A queue that fails to open is removed (logged) and
-    /// returned in the second list: it is derived data, rebuilt by dispatching the commit log again.
-    pub(crate) fn open(dir: &Path, entries_per_file: u64, reads: ReadPath) -> Result<(Queues, Vec<Discarded>)> {
+    /// counted in the second value: it is derived data, rebuilt by dispatching the commit log
+    /// again.
+    pub(crate) fn open(dir: &Path, entries_per_file: u64, reads: ReadPath) -> Result<(Queues, usize)> {
         storage::prepare_dir(dir)?;
         let mut map = QueueMap::new();
-        let mut discarded = Vec::new();
+        let mut discarded = 0;
         for topic in storage::list_dir(dir)? {
             let topic_dir = dir.join(&topic);
             if validate_topic(&topic).is_err() || !topic_dir.is_dir() {
@@ -65,7 +58,7 @@ impl Queues {
                         tracing::warn!(queue = %queue_dir.display(), %error, "consume queue unreadable: removed, rebuilt from the commit log");
                         std::fs::remove_dir_all(&queue_dir).map_err(Error::io("remove a damaged queue", &queue_dir))?;
                         storage::sync_dir(&topic_dir)?;
-                        discarded.push(Discarded { dir: queue_dir, error });
+                        discarded += 1;
                     }
                 }
             }

@@ -44,14 +44,18 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> StoreResult<(StoreInner,
     let queue_dir = root.join(STORE_CONSUME_QUEUE_DIR);
     let queues_existed = queue_dir.is_dir();
     let (queues, discarded) = Queues::open(&queue_dir, config.queue_entries_per_file, config.log.read_path)?;
-    let rebuild = index_rebuilt || !queues_existed || !discarded.is_empty();
+    let damaged = check_queues(&queues, from, log_next, config.queue_entries_per_file)?;
+    let rebuild = index_rebuilt || !queues_existed || discarded > 0 || damaged;
     if rebuild && log_start < log_next {
         tracing::warn!(root = %root.display(), from = log_start, "rebuilding consume queues and index from the commit log");
         from = log_start;
     }
     if unclean {
-        tracing::warn!(root = %root.display(), from, log_next, "the store did not close cleanly: checking its queues and index");
-        recover(&queues, &index, from, log_next)?;
+        tracing::warn!(root = %root.display(), from, log_next, "the store did not close cleanly: checking its index");
+        let recovered = index.recover(from)?;
+        if !recovered.removed.is_empty() {
+            tracing::warn!(files = recovered.removed.len(), "index files past the store checkpoint removed in recovery");
+        }
     }
     let offsets = ConsumerOffsets::load(root)?;
     let from = from.max(log_start);
@@ -115,26 +119,30 @@ fn open_index(root: &Path, config: &StoreConfig) -> StoreResult<(IndexFiles, boo
     }
 }
 
-/// After an unclean shutdown: every queue is checked from its entry for `from` (the store
-/// checkpoint: entries below it were durable) and cut at its first entry that does not fit the
-/// log (DESIGN.md §11); the index files past `from` are removed and the newest remaining one cut.
-fn recover(queues: &Queues, index: &IndexFiles, from: u64, log_next: u64) -> StoreResult<()> {
+/// Files at the end of each queue checked at every open, clean or not (RocketMQ checks three):
+/// a damaged file found there is cut and refilled from the commit log.
+const CHECKED_FILES: u64 = 3;
+
+/// Checks every queue from its entry for `from` (the store checkpoint: entries below it were
+/// durable), and at least its last [`CHECKED_FILES`] files, and cuts it at its first entry that
+/// does not fit the log (DESIGN.md §11): zero, not above the previous entry's log offset, or at or
+/// past `log_next`. What a crash tore off lies past the checkpoint's entry; a cut below it is
+/// damage, and the caller refills the queue by dispatching the whole log again: returns whether
+/// any queue was damaged so.
+fn check_queues(queues: &Queues, from: u64, log_next: u64, entries_per_file: u64) -> StoreResult<bool> {
+    let mut damaged = false;
     for (topic, queue_id, queue) in queues.all() {
-        let checked_from = queue.queue_offset_for_log_offset(from)?;
-        let recovered = queue.recover(checked_from, log_next)?;
+        let durable_end = queue.queue_offset_for_log_offset(from)?;
+        let last_files = queue.max_offset().saturating_sub(CHECKED_FILES * entries_per_file);
+        let recovered = queue.recover(durable_end.min(last_files), log_next)?;
         if recovered.removed > 0 {
+            let below_checkpoint = recovered.end < durable_end;
+            damaged |= below_checkpoint;
             tracing::warn!(
-                topic,
-                queue_id,
-                removed = recovered.removed,
-                end = recovered.end,
-                "consume queue cut in recovery"
+                topic, queue_id, removed = recovered.removed, end = recovered.end, below_checkpoint,
+                "consume queue cut at its first entry that does not fit the commit log"
             );
         }
     }
-    let recovered = index.recover(from)?;
-    if !recovered.removed.is_empty() {
-        tracing::warn!(files = recovered.removed.len(), "index files past the store checkpoint removed in recovery");
-    }
-    Ok(())
+    Ok(damaged)
 }
