@@ -34,10 +34,13 @@ fn fill(store: &MessageStore, count: u64) {
 fn check_all(store: &MessageStore, count: u64) {
     for topic in ["orders", "payments", "audit"] {
         for queue in 0..2 {
-            let expected: Vec<String> =
-                (0..count).filter(|i| message(*i).topic() == topic && message(*i).queue_id() == queue).map(|i| format!("m{i}")).collect();
+            let expected: Vec<String> = (0..count)
+                .filter(|i| message(*i).topic() == topic && message(*i).queue_id() == queue)
+                .map(|i| format!("m{i}"))
+                .collect();
             let got = store.get_messages(topic, queue, 0, 10_000, None).unwrap();
-            let bodies: Vec<String> = got.messages.iter().map(|m| String::from_utf8(m.body().to_vec()).unwrap()).collect();
+            let bodies: Vec<String> =
+                got.messages.iter().map(|m| String::from_utf8(m.body().to_vec()).unwrap()).collect();
             assert_eq!(bodies, expected, "{topic}/{queue}");
             for (q, m) in got.messages.iter().enumerate() {
                 assert_eq!(m.queue_offset(), q as u64);
@@ -138,22 +141,39 @@ fn deleted_queues_and_index_are_rebuilt_from_the_commit_log() {
 
 #[test]
 fn garbage_and_truncated_derived_files_are_rebuilt() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    let store = MessageStore::open(root, config()).unwrap();
-    fill(&store, 200);
-    store.close().unwrap();
-
-    // Garbage over the newest .cq of one queue, a truncated .cq of another, a garbage .idx.
     let garbage: Vec<u8> = (0..160u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
-    std::fs::write(newest_file(&root.join("consumequeue/orders/0")), &garbage).unwrap();
-    let truncated = newest_file(&root.join("consumequeue/audit/1"));
-    std::fs::OpenOptions::new().write(true).open(&truncated).unwrap().set_len(30).unwrap();
-    std::fs::write(newest_file(&root.join("index")), &garbage).unwrap();
+    let damages: [(&str, &dyn Fn(&Path)); 4] = [
+        ("garbage over the newest .cq", &|root| {
+            std::fs::write(newest_file(&root.join("consumequeue/orders/0")), &garbage).unwrap()
+        }),
+        ("garbage over an older .cq", &|root| {
+            let mut files: Vec<_> =
+                std::fs::read_dir(root.join("consumequeue/orders/0")).unwrap().map(|e| e.unwrap().path()).collect();
+            files.sort();
+            std::fs::write(&files[files.len() - 2], &garbage).unwrap();
+        }),
+        ("a truncated .cq", &|root| {
+            let file = newest_file(&root.join("consumequeue/audit/1"));
+            std::fs::OpenOptions::new().write(true).open(&file).unwrap().set_len(30).unwrap();
+        }),
+        ("garbage over the newest .idx", &|root| std::fs::write(newest_file(&root.join("index")), &garbage).unwrap()),
+    ];
+    for (what, damage) in damages {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let store = MessageStore::open(root, config()).unwrap();
+        fill(&store, 200);
+        store.close().unwrap();
+        damage(root);
+        let store = MessageStore::open(root, config()).unwrap_or_else(|e| panic!("{what}: {e}"));
+        check_all_or(&store, 200, what);
+        store.close().unwrap();
+    }
+}
 
-    let store = MessageStore::open(root, config()).unwrap();
-    check_all(&store, 200);
-    store.close().unwrap();
+fn check_all_or(store: &MessageStore, count: u64, what: &str) {
+    let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check_all(store, count)));
+    assert!(checked.is_ok(), "after {what}");
 }
 
 #[test]

@@ -44,8 +44,10 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> StoreResult<(StoreInner,
     let queue_dir = root.join(STORE_CONSUME_QUEUE_DIR);
     let queues_existed = queue_dir.is_dir();
     let (queues, discarded) = Queues::open(&queue_dir, config.queue_entries_per_file, config.log.read_path)?;
-    let damaged = check_queues(&queues, from, log_next, config.queue_entries_per_file)?;
-    let rebuild = index_rebuilt || !queues_existed || discarded > 0 || damaged;
+    if let Some(refill_from) = check_queues(&queues, from, log_next, config.queue_entries_per_file)? {
+        from = from.min(refill_from.max(log_start));
+    }
+    let rebuild = index_rebuilt || !queues_existed || discarded > 0;
     if rebuild && log_start < log_next {
         tracing::warn!(root = %root.display(), from = log_start, "rebuilding consume queues and index from the commit log");
         from = log_start;
@@ -54,7 +56,10 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> StoreResult<(StoreInner,
         tracing::warn!(root = %root.display(), from, log_next, "the store did not close cleanly: checking its index");
         let recovered = index.recover(from)?;
         if !recovered.removed.is_empty() {
-            tracing::warn!(files = recovered.removed.len(), "index files past the store checkpoint removed in recovery");
+            tracing::warn!(
+                files = recovered.removed.len(),
+                "index files past the store checkpoint removed in recovery"
+            );
         }
     }
     let offsets = ConsumerOffsets::load(root)?;
@@ -126,23 +131,31 @@ const CHECKED_FILES: u64 = 3;
 /// Checks every queue from its entry for `from` (the store checkpoint: entries below it were
 /// durable), and at least its last [`CHECKED_FILES`] files, and cuts it at its first entry that
 /// does not fit the log (DESIGN.md §11): zero, not above the previous entry's log offset, or at or
-/// past `log_next`. What a crash tore off lies past the checkpoint's entry; a cut below it is
-/// damage, and the caller refills the queue by dispatching the whole log again: returns whether
-/// any queue was damaged so.
-fn check_queues(queues: &Queues, from: u64, log_next: u64, entries_per_file: u64) -> StoreResult<bool> {
-    let mut damaged = false;
+/// past `log_next`. A cut queue is refilled by dispatch: returns the log offset it must start from
+/// (after the last entry a cut queue kept; 0 if one kept none), if any queue was cut.
+fn check_queues(queues: &Queues, from: u64, log_next: u64, entries_per_file: u64) -> StoreResult<Option<u64>> {
+    let mut refill_from: Option<u64> = None;
     for (topic, queue_id, queue) in queues.all() {
         let durable_end = queue.queue_offset_for_log_offset(from)?;
         let last_files = queue.max_offset().saturating_sub(CHECKED_FILES * entries_per_file);
         let recovered = queue.recover(durable_end.min(last_files), log_next)?;
-        if recovered.removed > 0 {
-            let below_checkpoint = recovered.end < durable_end;
-            damaged |= below_checkpoint;
-            tracing::warn!(
-                topic, queue_id, removed = recovered.removed, end = recovered.end, below_checkpoint,
-                "consume queue cut at its first entry that does not fit the commit log"
-            );
+        if recovered.removed == 0 {
+            continue;
         }
+        let kept = recovered.end.checked_sub(1).filter(|&q| q >= queue.min_offset());
+        let after_kept = match kept {
+            Some(q) => queue.get(q)?.map_or(0, |entry| entry.log_offset + 1),
+            None => 0,
+        };
+        tracing::warn!(
+            topic,
+            queue_id,
+            removed = recovered.removed,
+            end = recovered.end,
+            refill_from = after_kept,
+            "consume queue cut at its first entry that does not fit the commit log"
+        );
+        refill_from = Some(refill_from.map_or(after_kept, |r| r.min(after_kept)));
     }
-    Ok(damaged)
+    Ok(refill_from)
 }
