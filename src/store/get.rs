@@ -95,7 +95,6 @@ impl MessageStore {
     /// there, it returns as soon as a matching message is dispatched, or with nothing (status
     /// `NoNewMessage`, or `NoMatchedMessage` with `next_queue_offset` past what did not match)
     /// once `timeout` has passed. It sleeps on the queue's condition variable, never polling.
-    /// `Error::Closed` if the store closes meanwhile.
     pub fn get_messages_wait(
         &self,
         topic: &str,
