@@ -497,9 +497,10 @@ impl ConsumeQueue {
 
     /// Recovery after an unclean shutdown (DESIGN.md §11): checks the entries from
     /// `from_queue_offset` (the entry for the store checkpoint: those below it were durable) and
-    /// cuts the queue at the first one that is all zero, whose log offset is not above the
-    /// previous entry's, or that points at or past `log_next_offset` (the commit log, recovered
-    /// first, does not hold it). Zeroes what follows durably, also garbage past the queue's end,
+    /// cuts the queue at the first one that is all zero or of size 0, whose log offset is not
+    /// above the previous entry's, or that points at or past `log_next_offset` (the commit log,
+    /// recovered first, does not hold it); a last entry kept that crosses a 512-byte sector
+    /// boundary goes too (it may be torn; the redispatch writes it again). Zeroes what follows durably, also garbage past the queue's end,
     /// and logs what it cut.
     pub(crate) fn recover(&self, from_queue_offset: u64, log_next_offset: u64) -> Result<QueueRecovery> {
         let mut writer = self.writer.lock();
@@ -511,7 +512,16 @@ impl ConsumeQueue {
         };
         let max = self.max_offset();
         let checked_from = from_queue_offset.clamp(first.first, max);
-        let bad = self.find_bad_entry(checked_from, max, log_next_offset)?;
+        let mut bad = self.find_bad_entry(checked_from, max, log_next_offset)?;
+        let end = bad.as_ref().map_or(max, |(at, _)| *at);
+        // The last entry kept may be torn: a crash writes a file's sectors independently, and an
+        // entry across a sector boundary can have its head and not its tail (size, tag hash).
+        // Nothing in the entry tells, and the redispatch would skip its message as queued: drop
+        // it, unless it was durable (below `checked_from`); the redispatch writes it again.
+        if end > checked_from && self.file_for(end - 1).is_some_and(|f| straddles_a_sector(f.position(end - 1))) {
+            bad =
+                Some((end - 1, Corruption::BadFile("the last entry crosses a sector boundary a crash may have torn")));
+        }
         let end = bad.as_ref().map_or(max, |(at, _)| *at);
         writer.dirty_end = dirty_end(active, writer.dirty_end)?;
         let zeroed_tail = writer.dirty_end > max - active.first;
@@ -650,7 +660,7 @@ impl ConsumeQueue {
     }
 }
 
-/// The first entry of `entries` (queue offsets from `first`) that is all zero, whose log offset
+/// The first entry of `entries` (queue offsets from `first`) that is all zero, of size 0, whose log offset
 /// is not above the one before it (`previous` for the first), or that points at or past
 /// `log_next`, with why.
 fn first_bad_entry(
@@ -663,6 +673,9 @@ fn first_bad_entry(
         if entry.is_zero() {
             return Some((queue_offset, Corruption::QueueEntryUnused { queue_offset }));
         }
+        if entry.size == 0 {
+            return Some((queue_offset, Corruption::BadFile("consume-queue entry of size 0 (torn)")));
+        }
         if let Some(previous) = previous.filter(|&p| entry.log_offset <= p) {
             let found = entry.log_offset;
             return Some((queue_offset, Corruption::QueueLogOffsetNotIncreasing { queue_offset, previous, found }));
@@ -674,6 +687,14 @@ fn first_bad_entry(
         previous = Some(entry.log_offset);
     }
     None
+}
+
+/// The smallest unit a crash writes whole: a disk sector (pages are multiples of it).
+const TEAR_UNIT: u64 = 512;
+
+/// Whether the entry at byte `position` of its file crosses a [`TEAR_UNIT`] boundary.
+fn straddles_a_sector(position: u64) -> bool {
+    position / TEAR_UNIT != (position + ENTRY_LEN - 1) / TEAR_UNIT
 }
 
 /// Whether `name` is one plain path component (the store validates topics; this only keeps a
@@ -843,6 +864,12 @@ mod tests {
     fn overwrite_slot(root: &Path, first: u64, q: u64, bytes: &[u8]) {
         let file = std::fs::OpenOptions::new().write(true).open(cq_path(root, first)).expect("open");
         file.write_all_at(bytes, (q - first) * ENTRY_LEN).expect("write");
+    }
+
+    /// Writes `bytes` at byte `position` of the file starting at `first`.
+    fn overwrite_slot_bytes(root: &Path, first: u64, position: u64, bytes: &[u8]) {
+        let file = std::fs::OpenOptions::new().write(true).open(cq_path(root, first)).expect("open");
+        file.write_all_at(bytes, position).expect("write");
     }
 
     fn file_bytes(root: &Path, first: u64) -> Vec<u8> {
@@ -1027,6 +1054,45 @@ mod tests {
         assert_holds(&queue, 0..7);
         fill(&queue, 7..10);
         assert_holds(&queue, 0..10);
+    }
+
+    /// A crash (power loss) writes a file's sectors independently, so an entry that straddles a
+    /// sector boundary can be torn: its head written, its tail (its tag hash, or its size and tag
+    /// hash) still zero. Recovery used to keep it (its log offset is fine), and the redispatch then
+    /// skipped the message as already queued: a tag filter missed it for good.
+    #[test]
+    fn recovery_drops_a_last_entry_torn_at_a_sector_boundary() {
+        // Entry 25 spans bytes 500..520 (the tag hash past 512); entry 102 spans 2040..2060 (size
+        // and tag hash past 2048).
+        for (torn, lost_from) in [(25u64, 512u64), (102, 2048)] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            fill(&open(dir.path(), 200), 0..torn + 5);
+            let zeros = vec![0u8; (torn + 5) as usize * CQ_ENTRY_LEN - lost_from as usize];
+            overwrite_slot_bytes(dir.path(), 0, lost_from, &zeros);
+            let queue = open(dir.path(), 200);
+            let report = queue.recover(torn - 3, 1 << 20).expect("recover");
+            assert_eq!((report.end, report.removed), (torn, 1), "{report:?}");
+            assert_holds(&queue, 0..torn);
+            fill(&queue, torn..torn + 5);
+            assert_holds(&queue, 0..torn + 5);
+        }
+        // Below the entries recovery checks (durable at the checkpoint), nothing is dropped.
+        let dir = tempfile::tempdir().expect("tempdir");
+        fill(&open(dir.path(), 200), 0..26);
+        let queue = open(dir.path(), 200);
+        assert_eq!(queue.recover(26, 1 << 20).expect("recover").removed, 0);
+    }
+
+    #[test]
+    fn an_entry_of_size_zero_is_corrupt() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fill(&open(dir.path(), 8), 0..6);
+        overwrite_slot(dir.path(), 0, 3, &encode(Entry { log_offset: entry(3).log_offset, size: 0, tag_hash: 0 }));
+        let queue = open(dir.path(), 8);
+        assert!(matches!(queue.get(3), Err(Error::Corrupt { position: 60, .. })), "{:?}", queue.get(3));
+        let report = queue.recover(0, 1 << 20).expect("recover");
+        assert_eq!((report.end, report.removed), (3, 3), "{report:?}");
+        assert_holds(&queue, 0..3);
     }
 
     #[test]
