@@ -348,9 +348,16 @@ impl ConsumeQueue {
     /// Creates `<first>.cq` at full size, durably (its length and its directory entry), and adds
     /// it to the list. On failure nothing is left behind.
     fn create_file(&self, first: u64) -> Result<Arc<QueueFile>> {
-        assert!(first.checked_add(self.entries_per_file).is_some(), "queue offset {first} leaves no room for a file");
-        storage::prepare_dir(&self.dir)?;
         let path = self.dir.join(file_name(first, CQ_SUFFIX));
+        if first.checked_add(self.entries_per_file).is_none() {
+            // A queue offset from a damaged or hostile record: an error, not a panic in dispatch.
+            return Err(Error::corrupt(
+                path,
+                0,
+                Corruption::BadFile("queue offset leaves no room for a consume-queue file"),
+            ));
+        }
+        storage::prepare_dir(&self.dir)?;
         let file = MappedFile::create(&path, self.entries_per_file * ENTRY_LEN, self.reads, CQ_ADVICE)?;
         if let Err(error) = file.flush().and_then(|()| storage::sync_dir(&self.dir)) {
             file.retire();
@@ -669,7 +676,10 @@ fn first_bad_entry(
     entries: &[Entry],
     log_next: Option<u64>,
 ) -> Option<(u64, Corruption)> {
-    for (queue_offset, entry) in (first..).zip(entries) {
+    // Not `(first..).zip(entries)`: that steps past the last entry's offset, which may be
+    // `u64::MAX - 1`.
+    for (entry, i) in entries.iter().zip(0u64..) {
+        let queue_offset = first + i;
         if entry.is_zero() {
             return Some((queue_offset, Corruption::QueueEntryUnused { queue_offset }));
         }
@@ -943,6 +953,31 @@ mod tests {
         assert_holds(&queue, 1000..1002);
         fill(&queue, 1002..1005);
         assert_eq!(names(dir.path()), cq_names(&[1000, 1004]));
+    }
+
+    /// A queue offset comes from the message's header: one near `u64::MAX` (a damaged record, or
+    /// a queue rebuilt from one) used to panic the dispatcher at the file's creation, and a read
+    /// of the entry at `u64::MAX - 1` overflowed while checking it.
+    #[test]
+    fn a_queue_offset_without_room_for_a_file_is_an_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let queue = open(dir.path(), 4);
+        let error = append(&queue, u64::MAX - 2, entry(0)).expect_err("no room for a first file");
+        assert!(matches!(error, Error::Corrupt { .. }), "{error:?}");
+        assert_holds(&queue, 0..0);
+        let start = u64::MAX - 4;
+        for (i, q) in (start..u64::MAX).enumerate() {
+            assert!(append(&queue, q, entry(i as u64)).expect("append"));
+        }
+        let error = append(&queue, u64::MAX, entry(9)).expect_err("no room for the next file");
+        assert!(matches!(error, Error::Corrupt { .. }), "{error:?}");
+        assert_eq!((queue.min_offset(), queue.max_offset()), (start, u64::MAX));
+        assert_eq!(queue.get(u64::MAX - 1).expect("get"), Some(entry(3)));
+        assert_eq!(queue.entries(start, 10).expect("entries").len(), 4);
+        assert_eq!(queue.queue_offset_for_log_offset(u64::MAX).expect("search"), u64::MAX);
+        assert_eq!(queue.recover(start, u64::MAX).expect("recover").removed, 0);
+        queue.truncate_to(u64::MAX - 1).expect("truncate");
+        assert_eq!(queue.max_offset(), u64::MAX - 1);
     }
 
     #[test]
