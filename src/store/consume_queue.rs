@@ -1489,6 +1489,71 @@ mod tests {
         assert_holds(&queue, min..max);
     }
 
+    /// How long the race tests run per case: `STRATA_RACE_SECS` (seconds), else 300 ms.
+    fn race_time() -> std::time::Duration {
+        std::env::var("STRATA_RACE_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .map_or(std::time::Duration::from_millis(300), std::time::Duration::from_secs)
+    }
+
+    /// Tiny files (3 entries) so rolls, cuts at file boundaries, sealed-file reopens and
+    /// retention all happen under readers; every read is the entry stored there, nothing, or
+    /// `Error::Unsettled`.
+    #[test]
+    fn readers_race_appends_cuts_retention_recovery_and_flushes() {
+        for reads in BOTH {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let queue = open_with(dir.path(), 3, reads);
+            let done = AtomicBool::new(false);
+            std::thread::scope(|scope| {
+                for reader in 0..3u64 {
+                    let (queue, done) = (&queue, &done);
+                    scope.spawn(move || {
+                        let mut state = reader + 11;
+                        while !done.load(Ordering::Acquire) {
+                            let (min, max) = (queue.min_offset(), queue.max_offset());
+                            let q = min.saturating_sub(3) + next_random(&mut state) % (max - min + 8);
+                            match queue.get(q) {
+                                Ok(found) => assert!(found.is_none_or(|e| e == entry(q)), "get {q}: {found:?}"),
+                                Err(error) => assert!(matches!(error, Error::Unsettled { .. }), "get {q}: {error:?}"),
+                            }
+                            match queue.entries(q, 1 + (next_random(&mut state) % 10) as usize) {
+                                Ok(batch) => {
+                                    for (i, (at, found)) in batch.iter().enumerate() {
+                                        assert_eq!((*at, *found), (batch[0].0 + i as u64, entry(*at)), "from {q}");
+                                    }
+                                }
+                                Err(error) => assert!(matches!(error, Error::Unsettled { .. }), "{q}: {error:?}"),
+                            }
+                        }
+                    });
+                }
+                let mut state = 5;
+                let start = std::time::Instant::now();
+                while start.elapsed() < race_time() {
+                    let max = queue.max_offset();
+                    fill(&queue, max..max + next_random(&mut state) % 9);
+                    let (min, max) = (queue.min_offset(), queue.max_offset());
+                    match next_random(&mut state) % 5 {
+                        0 => queue.truncate_to(max.saturating_sub(next_random(&mut state) % 7).max(min)).expect("cut"),
+                        1 => {
+                            queue.delete_files_below(entry(max.saturating_sub(10)).log_offset).expect("retention");
+                        }
+                        2 => {
+                            queue.recover(min, entry(max.saturating_sub(2)).log_offset).expect("recover");
+                        }
+                        3 => assert!(queue.flush().expect("flush").queue_offset <= queue.max_offset()),
+                        _ => {}
+                    }
+                }
+                done.store(true, Ordering::Release);
+            });
+            let (min, max) = (queue.min_offset(), queue.max_offset());
+            assert_holds(&queue, min..max);
+        }
+    }
+
     #[derive(Debug, Clone)]
     enum Op {
         /// Append this many entries, each this far past the previous log offset.

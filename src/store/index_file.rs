@@ -1633,6 +1633,55 @@ mod tests {
         assert_eq!(files.file_count(), 13);
     }
 
+    /// Tiny files (3 slots, 39 entries) under puts, rolls, flushes and retention: every query
+    /// finds every offset put before it and not yet past retention, once, in order. Runs for
+    /// `STRATA_RACE_SECS` seconds (else 300 ms).
+    #[test]
+    fn queries_race_puts_rolls_flushes_and_retention() {
+        const KEYS: u64 = 11;
+        let time = std::env::var("STRATA_RACE_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .map_or(std::time::Duration::from_millis(300), std::time::Duration::from_secs);
+        let dir = tempdir();
+        let files = IndexFiles::open(dir.path(), 3, 40).expect("open");
+        let (done, put_up_to, deleted_below) = (AtomicBool::new(false), AtomicU64::new(0), AtomicU64::new(0));
+        std::thread::scope(|s| {
+            for reader in 0..3u64 {
+                let (files, done, put_up_to, deleted_below) = (&files, &done, &put_up_to, &deleted_below);
+                s.spawn(move || {
+                    let mut key = reader;
+                    while !done.load(Ordering::Acquire) {
+                        key = (key + 1) % KEYS;
+                        let before = put_up_to.load(Ordering::Acquire);
+                        let found = all_in(files, key as u32);
+                        // Loaded after the query: retention before it deleted no more than this.
+                        let low = deleted_below.load(Ordering::Acquire);
+                        assert!(found.iter().all(|o| o % KEYS == key) && found.windows(2).all(|w| w[0] < w[1]));
+                        for o in (low + 200..before).filter(|o| o % KEYS == key) {
+                            assert!(found.contains(&o), "key {key}: {o} missing ({before} put, retention {low})");
+                        }
+                    }
+                });
+            }
+            let start = std::time::Instant::now();
+            let mut offset = 0u64;
+            while start.elapsed() < time {
+                files.put((offset % KEYS) as u32, offset, T0 + offset as i64 * 10).expect("put");
+                offset += 1;
+                put_up_to.store(offset, Ordering::Release);
+                if offset.is_multiple_of(97) {
+                    files.flush().expect("flush");
+                }
+                if offset.is_multiple_of(500) {
+                    deleted_below.store(offset - 300, Ordering::Release);
+                    files.delete_files_below(offset - 300).expect("retention");
+                }
+            }
+            done.store(true, Ordering::Release);
+        });
+    }
+
     #[test]
     fn queries_during_retention_end_quietly() {
         let dir = tempdir();
