@@ -348,9 +348,16 @@ impl ConsumeQueue {
     /// Creates `<first>.cq` at full size, durably (its length and its directory entry), and adds
     /// it to the list. On failure nothing is left behind.
     fn create_file(&self, first: u64) -> Result<Arc<QueueFile>> {
-        assert!(first.checked_add(self.entries_per_file).is_some(), "queue offset {first} leaves no room for a file");
-        storage::prepare_dir(&self.dir)?;
         let path = self.dir.join(file_name(first, CQ_SUFFIX));
+        if first.checked_add(self.entries_per_file).is_none() {
+            // A queue offset from a damaged or hostile record: an error, not a panic in dispatch.
+            return Err(Error::corrupt(
+                path,
+                0,
+                Corruption::BadFile("queue offset leaves no room for a consume-queue file"),
+            ));
+        }
+        storage::prepare_dir(&self.dir)?;
         let file = MappedFile::create(&path, self.entries_per_file * ENTRY_LEN, self.reads, CQ_ADVICE)?;
         if let Err(error) = file.flush().and_then(|()| storage::sync_dir(&self.dir)) {
             file.retire();
@@ -497,9 +504,10 @@ impl ConsumeQueue {
 
     /// Recovery after an unclean shutdown (DESIGN.md §11): checks the entries from
     /// `from_queue_offset` (the entry for the store checkpoint: those below it were durable) and
-    /// cuts the queue at the first one that is all zero, whose log offset is not above the
-    /// previous entry's, or that points at or past `log_next_offset` (the commit log, recovered
-    /// first, does not hold it). Zeroes what follows durably, also garbage past the queue's end,
+    /// cuts the queue at the first one that is all zero or of size 0, whose log offset is not
+    /// above the previous entry's, or that points at or past `log_next_offset` (the commit log,
+    /// recovered first, does not hold it); a last entry kept that crosses a 512-byte sector
+    /// boundary goes too (it may be torn; the redispatch writes it again). Zeroes what follows durably, also garbage past the queue's end,
     /// and logs what it cut.
     pub(crate) fn recover(&self, from_queue_offset: u64, log_next_offset: u64) -> Result<QueueRecovery> {
         let mut writer = self.writer.lock();
@@ -511,7 +519,16 @@ impl ConsumeQueue {
         };
         let max = self.max_offset();
         let checked_from = from_queue_offset.clamp(first.first, max);
-        let bad = self.find_bad_entry(checked_from, max, log_next_offset)?;
+        let mut bad = self.find_bad_entry(checked_from, max, log_next_offset)?;
+        let end = bad.as_ref().map_or(max, |(at, _)| *at);
+        // The last entry kept may be torn: a crash writes a file's sectors independently, and an
+        // entry across a sector boundary can have its head and not its tail (size, tag hash).
+        // Nothing in the entry tells, and the redispatch would skip its message as queued: drop
+        // it, unless it was durable (below `checked_from`); the redispatch writes it again.
+        if end > checked_from && self.file_for(end - 1).is_some_and(|f| straddles_a_sector(f.position(end - 1))) {
+            bad =
+                Some((end - 1, Corruption::BadFile("the last entry crosses a sector boundary a crash may have torn")));
+        }
         let end = bad.as_ref().map_or(max, |(at, _)| *at);
         writer.dirty_end = dirty_end(active, writer.dirty_end)?;
         let zeroed_tail = writer.dirty_end > max - active.first;
@@ -650,7 +667,7 @@ impl ConsumeQueue {
     }
 }
 
-/// The first entry of `entries` (queue offsets from `first`) that is all zero, whose log offset
+/// The first entry of `entries` (queue offsets from `first`) that is all zero, of size 0, whose log offset
 /// is not above the one before it (`previous` for the first), or that points at or past
 /// `log_next`, with why.
 fn first_bad_entry(
@@ -659,9 +676,15 @@ fn first_bad_entry(
     entries: &[Entry],
     log_next: Option<u64>,
 ) -> Option<(u64, Corruption)> {
-    for (queue_offset, entry) in (first..).zip(entries) {
+    // Not `(first..).zip(entries)`: that steps past the last entry's offset, which may be
+    // `u64::MAX - 1`.
+    for (entry, i) in entries.iter().zip(0u64..) {
+        let queue_offset = first + i;
         if entry.is_zero() {
             return Some((queue_offset, Corruption::QueueEntryUnused { queue_offset }));
+        }
+        if entry.size == 0 {
+            return Some((queue_offset, Corruption::BadFile("consume-queue entry of size 0 (torn)")));
         }
         if let Some(previous) = previous.filter(|&p| entry.log_offset <= p) {
             let found = entry.log_offset;
@@ -674,6 +697,14 @@ fn first_bad_entry(
         previous = Some(entry.log_offset);
     }
     None
+}
+
+/// The smallest unit a crash writes whole: a disk sector (pages are multiples of it).
+const TEAR_UNIT: u64 = 512;
+
+/// Whether the entry at byte `position` of its file crosses a [`TEAR_UNIT`] boundary.
+fn straddles_a_sector(position: u64) -> bool {
+    position / TEAR_UNIT != (position + ENTRY_LEN - 1) / TEAR_UNIT
 }
 
 /// Whether `name` is one plain path component (the store validates topics; this only keeps a
@@ -845,6 +876,12 @@ mod tests {
         file.write_all_at(bytes, (q - first) * ENTRY_LEN).expect("write");
     }
 
+    /// Writes `bytes` at byte `position` of the file starting at `first`.
+    fn overwrite_slot_bytes(root: &Path, first: u64, position: u64, bytes: &[u8]) {
+        let file = std::fs::OpenOptions::new().write(true).open(cq_path(root, first)).expect("open");
+        file.write_all_at(bytes, position).expect("write");
+    }
+
     fn file_bytes(root: &Path, first: u64) -> Vec<u8> {
         std::fs::read(cq_path(root, first)).expect("read")
     }
@@ -916,6 +953,31 @@ mod tests {
         assert_holds(&queue, 1000..1002);
         fill(&queue, 1002..1005);
         assert_eq!(names(dir.path()), cq_names(&[1000, 1004]));
+    }
+
+    /// A queue offset comes from the message's header: one near `u64::MAX` (a damaged record, or
+    /// a queue rebuilt from one) used to panic the dispatcher at the file's creation, and a read
+    /// of the entry at `u64::MAX - 1` overflowed while checking it.
+    #[test]
+    fn a_queue_offset_without_room_for_a_file_is_an_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let queue = open(dir.path(), 4);
+        let error = append(&queue, u64::MAX - 2, entry(0)).expect_err("no room for a first file");
+        assert!(matches!(error, Error::Corrupt { .. }), "{error:?}");
+        assert_holds(&queue, 0..0);
+        let start = u64::MAX - 4;
+        for (i, q) in (start..u64::MAX).enumerate() {
+            assert!(append(&queue, q, entry(i as u64)).expect("append"));
+        }
+        let error = append(&queue, u64::MAX, entry(9)).expect_err("no room for the next file");
+        assert!(matches!(error, Error::Corrupt { .. }), "{error:?}");
+        assert_eq!((queue.min_offset(), queue.max_offset()), (start, u64::MAX));
+        assert_eq!(queue.get(u64::MAX - 1).expect("get"), Some(entry(3)));
+        assert_eq!(queue.entries(start, 10).expect("entries").len(), 4);
+        assert_eq!(queue.queue_offset_for_log_offset(u64::MAX).expect("search"), u64::MAX);
+        assert_eq!(queue.recover(start, u64::MAX).expect("recover").removed, 0);
+        queue.truncate_to(u64::MAX - 1).expect("truncate");
+        assert_eq!(queue.max_offset(), u64::MAX - 1);
     }
 
     #[test]
@@ -1027,6 +1089,45 @@ mod tests {
         assert_holds(&queue, 0..7);
         fill(&queue, 7..10);
         assert_holds(&queue, 0..10);
+    }
+
+    /// A crash (power loss) writes a file's sectors independently, so an entry that straddles a
+    /// sector boundary can be torn: its head written, its tail (its tag hash, or its size and tag
+    /// hash) still zero. Recovery used to keep it (its log offset is fine), and the redispatch then
+    /// skipped the message as already queued: a tag filter missed it for good.
+    #[test]
+    fn recovery_drops_a_last_entry_torn_at_a_sector_boundary() {
+        // Entry 25 spans bytes 500..520 (the tag hash past 512); entry 102 spans 2040..2060 (size
+        // and tag hash past 2048).
+        for (torn, lost_from) in [(25u64, 512u64), (102, 2048)] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            fill(&open(dir.path(), 200), 0..torn + 5);
+            let zeros = vec![0u8; (torn + 5) as usize * CQ_ENTRY_LEN - lost_from as usize];
+            overwrite_slot_bytes(dir.path(), 0, lost_from, &zeros);
+            let queue = open(dir.path(), 200);
+            let report = queue.recover(torn - 3, 1 << 20).expect("recover");
+            assert_eq!((report.end, report.removed), (torn, 1), "{report:?}");
+            assert_holds(&queue, 0..torn);
+            fill(&queue, torn..torn + 5);
+            assert_holds(&queue, 0..torn + 5);
+        }
+        // Below the entries recovery checks (durable at the checkpoint), nothing is dropped.
+        let dir = tempfile::tempdir().expect("tempdir");
+        fill(&open(dir.path(), 200), 0..26);
+        let queue = open(dir.path(), 200);
+        assert_eq!(queue.recover(26, 1 << 20).expect("recover").removed, 0);
+    }
+
+    #[test]
+    fn an_entry_of_size_zero_is_corrupt() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fill(&open(dir.path(), 8), 0..6);
+        overwrite_slot(dir.path(), 0, 3, &encode(Entry { log_offset: entry(3).log_offset, size: 0, tag_hash: 0 }));
+        let queue = open(dir.path(), 8);
+        assert!(matches!(queue.get(3), Err(Error::Corrupt { position: 60, .. })), "{:?}", queue.get(3));
+        let report = queue.recover(0, 1 << 20).expect("recover");
+        assert_eq!((report.end, report.removed), (3, 3), "{report:?}");
+        assert_holds(&queue, 0..3);
     }
 
     #[test]
@@ -1386,6 +1487,71 @@ mod tests {
         let (min, max) = (queue.min_offset(), queue.max_offset());
         assert!(min > 0, "retention ran");
         assert_holds(&queue, min..max);
+    }
+
+    /// How long the race tests run per case: `STRATA_RACE_SECS` (seconds), else 300 ms.
+    fn race_time() -> std::time::Duration {
+        std::env::var("STRATA_RACE_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .map_or(std::time::Duration::from_millis(300), std::time::Duration::from_secs)
+    }
+
+    /// Tiny files (3 entries) so rolls, cuts at file boundaries, sealed-file reopens and
+    /// retention all happen under readers; every read is the entry stored there, nothing, or
+    /// `Error::Unsettled`.
+    #[test]
+    fn readers_race_appends_cuts_retention_recovery_and_flushes() {
+        for reads in BOTH {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let queue = open_with(dir.path(), 3, reads);
+            let done = AtomicBool::new(false);
+            std::thread::scope(|scope| {
+                for reader in 0..3u64 {
+                    let (queue, done) = (&queue, &done);
+                    scope.spawn(move || {
+                        let mut state = reader + 11;
+                        while !done.load(Ordering::Acquire) {
+                            let (min, max) = (queue.min_offset(), queue.max_offset());
+                            let q = min.saturating_sub(3) + next_random(&mut state) % (max - min + 8);
+                            match queue.get(q) {
+                                Ok(found) => assert!(found.is_none_or(|e| e == entry(q)), "get {q}: {found:?}"),
+                                Err(error) => assert!(matches!(error, Error::Unsettled { .. }), "get {q}: {error:?}"),
+                            }
+                            match queue.entries(q, 1 + (next_random(&mut state) % 10) as usize) {
+                                Ok(batch) => {
+                                    for (i, (at, found)) in batch.iter().enumerate() {
+                                        assert_eq!((*at, *found), (batch[0].0 + i as u64, entry(*at)), "from {q}");
+                                    }
+                                }
+                                Err(error) => assert!(matches!(error, Error::Unsettled { .. }), "{q}: {error:?}"),
+                            }
+                        }
+                    });
+                }
+                let mut state = 5;
+                let start = std::time::Instant::now();
+                while start.elapsed() < race_time() {
+                    let max = queue.max_offset();
+                    fill(&queue, max..max + next_random(&mut state) % 9);
+                    let (min, max) = (queue.min_offset(), queue.max_offset());
+                    match next_random(&mut state) % 5 {
+                        0 => queue.truncate_to(max.saturating_sub(next_random(&mut state) % 7).max(min)).expect("cut"),
+                        1 => {
+                            queue.delete_files_below(entry(max.saturating_sub(10)).log_offset).expect("retention");
+                        }
+                        2 => {
+                            queue.recover(min, entry(max.saturating_sub(2)).log_offset).expect("recover");
+                        }
+                        3 => assert!(queue.flush().expect("flush").queue_offset <= queue.max_offset()),
+                        _ => {}
+                    }
+                }
+                done.store(true, Ordering::Release);
+            });
+            let (min, max) = (queue.min_offset(), queue.max_offset());
+            assert_holds(&queue, min..max);
+        }
     }
 
     #[derive(Debug, Clone)]

@@ -35,7 +35,8 @@
 //! directory fsynced. Puts sync nothing, and an entry not yet written is lost with the process;
 //! [`IndexFile::flush`] writes the entries and changed slots, fdatasyncs, then writes the header
 //! counting the entries and fdatasyncs again, so a header on disk never counts an entry that is
-//! not. **Contract for the store**: it may record that every message below log offset X is
+//! not. A failed fdatasync poisons the file (later puts, flushes and the seal are
+//! `Error::Poisoned`): a retry that succeeds proves nothing. **Contract for the store**: it may record that every message below log offset X is
 //! indexed (its checkpoint) only after a `flush` that returned after their puts. Then every entry
 //! past a crashed file's header count is for a message at or past X, which dispatch redoes;
 //! [`IndexFiles::recover`] validates the newest file entry by entry, cuts it, and rebuilds its
@@ -282,6 +283,10 @@ pub(crate) struct IndexFile {
     active: RwLock<Option<ActiveState>>,
     /// Serialises flushes, the seal and recovery (the header's writers).
     flushing: Mutex<()>,
+    /// Set when an fdatasync failed: the kernel may have dropped the pages it was writing, and a
+    /// later sync that succeeds proves nothing, so no later header may count them. Every later
+    /// put, flush, seal and recovery is `Error::Poisoned` (reopen, and recover).
+    poisoned: AtomicBool,
 }
 
 impl IndexFile {
@@ -365,6 +370,7 @@ impl IndexFile {
             sealed: AtomicBool::new(active.is_none()),
             active: RwLock::new(active),
             flushing: Mutex::new(()),
+            poisoned: AtomicBool::new(false),
         }
     }
 
@@ -433,6 +439,7 @@ impl IndexFile {
     /// changes nothing.
     pub(crate) fn put(&self, key_hash: u32, log_offset: u64, timestamp_ms: i64) -> Result<bool> {
         let mut active = self.active.write();
+        self.check_not_poisoned()?;
         let Some(state) = active.as_mut() else {
             return Err(self.misuse("put into a sealed index file"));
         };
@@ -576,6 +583,7 @@ impl IndexFile {
     }
 
     fn flush_locked(&self) -> Result<()> {
+        self.check_not_poisoned()?;
         let (header, dirty) = {
             let mut active = self.active.write();
             let Some(state) = active.as_mut() else { return Ok(()) };
@@ -589,9 +597,25 @@ impl IndexFile {
             }
             return Err(error);
         }
-        self.file.flush_detached()?;
+        self.sync()?;
         self.file.write_at(0, &header.encode())?;
-        self.file.flush_detached()
+        self.sync()
+    }
+
+    /// fdatasync; a failure poisons the file.
+    fn sync(&self) -> Result<()> {
+        self.file.flush_detached().map_err(|error| self.poison(error))
+    }
+
+    fn check_not_poisoned(&self) -> Result<()> {
+        if self.poisoned.load(Ordering::Acquire) { Err(Error::Poisoned) } else { Ok(()) }
+    }
+
+    /// Poisons the file after a failed fdatasync (`error`), and returns `error`.
+    fn poison(&self, error: Error) -> Error {
+        tracing::error!(file = %self.path().display(), %error, "index file poisoned: reopen it and recover");
+        self.poisoned.store(true, Ordering::Release);
+        error
     }
 
     /// Writes the slot pages marked in `dirty`, each run copied under the read lock (puts wait
@@ -626,7 +650,7 @@ impl IndexFile {
             }
             self.file.write_at(0, &self.header().encode())?;
         }
-        self.file.seal_derived()?;
+        self.file.seal_derived().map_err(|error| self.poison(error))?;
         *active = None;
         self.sealed.store(true, Ordering::Release);
         Ok(())
@@ -647,6 +671,7 @@ impl IndexFile {
     /// the entries past them zeroed, and the header written, all durably.
     pub(crate) fn recover(&self, log_next_offset: u64) -> Result<FileRecovery> {
         let _flushing = self.flushing.lock();
+        self.check_not_poisoned()?;
         let mut active = self.active.write();
         let Some(state) = active.as_mut() else {
             return Err(self.misuse("recover a sealed index file"));
@@ -723,9 +748,9 @@ impl IndexFile {
         self.end_timestamp_ms.store(end_timestamp_ms, Ordering::Release);
         self.end_log_offset.store(last.map_or(self.begin_log_offset, |l| l.log_offset), Ordering::Release);
         self.index_count.store(kept, Ordering::Release);
-        self.file.flush_detached()?;
+        self.sync()?;
         self.file.write_at(0, &self.header().encode())?;
-        self.file.flush_detached()
+        self.sync()
     }
 
     fn slot_of(&self, key_hash: u32) -> usize {
@@ -1539,6 +1564,34 @@ mod tests {
 
     /// One writer puts (rolling files), readers query all the while: every result holds only
     /// offsets put under the hash asked, in order, and every offset put before the query began.
+    /// PITFALLS.md: a failed fsync followed by one that succeeds proves nothing (the kernel may
+    /// have dropped the pages, and reports the error once). A retried flush used to succeed and
+    /// write a header counting the entries whose sync failed, and the store's checkpoint then
+    /// skipped their redispatch after a crash.
+    #[cfg(feature = "failpoints")]
+    #[test]
+    fn a_failed_fdatasync_poisons_the_index() {
+        let dir = tempdir();
+        let files = IndexFiles::open(dir.path(), 4, 16).expect("open");
+        files.put(1, 0, T0).expect("put");
+        files.flush().expect("flush");
+        files.put(1, 1, T0).expect("put");
+        fail::cfg("fdatasync", &format!("return({})", dir.path().display())).expect("failpoint");
+        let failed = files.flush();
+        fail::remove("fdatasync");
+        assert!(matches!(failed, Err(Error::Io { op: "fdatasync", .. })), "{failed:?}");
+        assert!(matches!(files.flush(), Err(Error::Poisoned)), "a retry proves nothing");
+        assert!(matches!(files.put(1, 2, T0), Err(Error::Poisoned)));
+        let path = dir.path().join("00000000000000000000.idx");
+        let header = read_raw(&path, INDEX_FILE_INDEX_COUNT_POS as u64, 4);
+        assert_eq!(header, 1u32.to_be_bytes(), "the header on disk counts only the synced entry");
+        assert_eq!(all_in(&files, 1), [0, 1], "queries go on");
+        drop(files);
+        let files = IndexFiles::open(dir.path(), 4, 16).expect("reopen");
+        files.recover(2).expect("recover");
+        files.put(1, 2, T0).expect("put after a reopen");
+    }
+
     #[test]
     fn queries_during_puts_see_whole_entries() {
         const KEYS: u64 = 37;
@@ -1578,6 +1631,55 @@ mod tests {
             }
         });
         assert_eq!(files.file_count(), 13);
+    }
+
+    /// Tiny files (3 slots, 39 entries) under puts, rolls, flushes and retention: every query
+    /// finds every offset put before it and not yet past retention, once, in order. Runs for
+    /// `STRATA_RACE_SECS` seconds (else 300 ms).
+    #[test]
+    fn queries_race_puts_rolls_flushes_and_retention() {
+        const KEYS: u64 = 11;
+        let time = std::env::var("STRATA_RACE_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .map_or(std::time::Duration::from_millis(300), std::time::Duration::from_secs);
+        let dir = tempdir();
+        let files = IndexFiles::open(dir.path(), 3, 40).expect("open");
+        let (done, put_up_to, deleted_below) = (AtomicBool::new(false), AtomicU64::new(0), AtomicU64::new(0));
+        std::thread::scope(|s| {
+            for reader in 0..3u64 {
+                let (files, done, put_up_to, deleted_below) = (&files, &done, &put_up_to, &deleted_below);
+                s.spawn(move || {
+                    let mut key = reader;
+                    while !done.load(Ordering::Acquire) {
+                        key = (key + 1) % KEYS;
+                        let before = put_up_to.load(Ordering::Acquire);
+                        let found = all_in(files, key as u32);
+                        // Loaded after the query: retention before it deleted no more than this.
+                        let low = deleted_below.load(Ordering::Acquire);
+                        assert!(found.iter().all(|o| o % KEYS == key) && found.windows(2).all(|w| w[0] < w[1]));
+                        for o in (low + 200..before).filter(|o| o % KEYS == key) {
+                            assert!(found.contains(&o), "key {key}: {o} missing ({before} put, retention {low})");
+                        }
+                    }
+                });
+            }
+            let start = std::time::Instant::now();
+            let mut offset = 0u64;
+            while start.elapsed() < time {
+                files.put((offset % KEYS) as u32, offset, T0 + offset as i64 * 10).expect("put");
+                offset += 1;
+                put_up_to.store(offset, Ordering::Release);
+                if offset.is_multiple_of(97) {
+                    files.flush().expect("flush");
+                }
+                if offset.is_multiple_of(500) {
+                    deleted_below.store(offset - 300, Ordering::Release);
+                    files.delete_files_below(offset - 300).expect("retention");
+                }
+            }
+            done.store(true, Ordering::Release);
+        });
     }
 
     #[test]
