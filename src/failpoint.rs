@@ -22,6 +22,16 @@
 //!   `mid_delete` (after each file a swap replaces is deleted), `after_truncate` (torn segment cut,
 //!   later segments not yet deleted), `after_index_rebuild` (after each rebuilt index pair).
 //!
+//! - message store: `store_after_abort_created` (open: the log recovered, `abort` written, nothing
+//!   else done), `store_recovery_after_queue_cut` (after each queue recovery cut),
+//!   `store_recovery_after_index` (index recovered, dispatch not yet resumed),
+//!   `store_after_queue_entry` (dispatch: a message's queue entry written, its index entries not
+//!   yet; at open too, while dispatch catches up), `store_after_queue_roll` (a new `.cq` file
+//!   created, its first entry not yet written), `store_before_checkpoint` (queues and index
+//!   flushed, `store.checkpoint` not yet written), `store_offsets_after_backup` (`offsets.json`
+//!   copied to `.bak`, the new one not yet written), `store_before_abort_removed` (close: log
+//!   closed cleanly, `abort` not yet removed).
+//!
 //! Pause point: `read_holding_segment` (a reader copying batches, inside its read guard).
 //!
 //! Panic points (configure with `panic`; they test that a bug in a background thread never hangs

@@ -11,8 +11,8 @@ use crate::events::EventHandle;
 use crate::store::checkpoint;
 use crate::store::dispatch::Dispatch;
 use crate::store::error::StoreResult;
-use crate::store::message_store::StoreInner;
 use crate::store::metrics::Counters;
+use crate::store::state::StoreInner;
 
 /// Schedules the periodic work; it ends when the store is gone or its event thread stops.
 pub(crate) fn schedule(inner: &Arc<StoreInner>, events: &EventHandle) {
@@ -69,6 +69,7 @@ pub(crate) fn checkpoint(inner: &StoreInner) -> StoreResult<()> {
     if dispatched == inner.last_checkpoint.load(Ordering::Acquire) {
         return Ok(());
     }
+    crate::failpoint::crash_point!("store_before_checkpoint");
     checkpoint::write(&inner.root, dispatched).inspect_err(|_| Counters::bump(&inner.counters.background_failures))?;
     inner.last_checkpoint.store(dispatched, Ordering::Release);
     Counters::bump(&inner.counters.checkpoints);

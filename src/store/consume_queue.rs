@@ -280,11 +280,6 @@ impl ConsumeQueue {
         self.max.load(Ordering::Acquire)
     }
 
-    /// The queue's directory (`<consumequeue>/<topic>/<queue_id>`).
-    pub(crate) fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// Appends the entry for the message at `log_offset` (`size` bytes, tag hash `tag_hash`) as
     /// queue offset `queue_offset`. Idempotent, as dispatch must be (DESIGN.md §11): an entry whose
     /// log offset is not beyond the last entry's is skipped (`Ok(false)`). Otherwise
@@ -330,6 +325,7 @@ impl ConsumeQueue {
         // files to be whole).
         active.file.seal().map_err(|error| self.poison(error))?;
         let next = self.create_file(active.end())?;
+        crate::failpoint::crash_point!("store_after_queue_roll");
         writer.dirty_end = 0;
         Ok(next)
     }
@@ -480,6 +476,7 @@ impl ConsumeQueue {
     }
 
     /// How far the entries were durable at the last [`ConsumeQueue::flush`] (or open).
+    #[cfg(test)]
     pub(crate) fn flushed_up_to(&self) -> FlushedUpTo {
         self.writer.lock().flushed
     }
@@ -489,6 +486,7 @@ impl ConsumeQueue {
     /// fsynced) first, then the cut file's rest is zeroed and fdatasynced, so no removed entry can
     /// pass for data after a crash. A crash in between leaves removed entries in the cut file:
     /// the caller lowers its checkpoint below the cut first, so recovery checks them again.
+    #[cfg(test)]
     pub(crate) fn truncate_to(&self, queue_offset: u64) -> Result<()> {
         let mut writer = self.writer.lock();
         self.check_not_poisoned()?;

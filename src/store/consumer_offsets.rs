@@ -107,6 +107,7 @@ impl ConsumerOffsets {
         let bytes = encode(&state.offsets);
         if let Some(current) = storage::read_if_exists(&self.dir.join(OFFSETS_FILE))? {
             storage::write_atomically(&self.dir, OFFSETS_BACKUP_FILE, &current)?;
+            crate::failpoint::crash_point!("store_offsets_after_backup");
         }
         storage::write_atomically(&self.dir, OFFSETS_FILE, &bytes)?;
         state.dirty = false;

@@ -22,9 +22,9 @@ use crate::store::hash::tag_hash;
 use crate::store::index_file::{IndexFiles, key_hash};
 use crate::store::long_poll::LongPolls;
 use crate::store::message::{StoredMessage, validate_topic};
-use crate::store::message_store::StoreInner;
 use crate::store::metrics::Counters;
 use crate::store::queues::Queues;
+use crate::store::state::StoreInner;
 
 /// Bytes of batches the dispatcher reads at once.
 const READ_BYTES: usize = 1 << 20;
@@ -66,6 +66,7 @@ impl Dispatch for QueueBuilder {
             Err(error) => return Err(error.into()),
         }
         self.long_polls.arrived(request.topic, request.queue_id, queue.max_offset());
+        crate::failpoint::crash_point!("store_after_queue_entry");
         Ok(())
     }
 

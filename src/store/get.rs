@@ -10,8 +10,9 @@ use crate::store::hash::tag_hash;
 use crate::store::long_poll::Woken;
 use crate::store::message::StoredMessage;
 use crate::store::message_reader::MessageReader;
-use crate::store::message_store::{MessageStore, StoreInner};
+use crate::store::message_store::MessageStore;
 use crate::store::metrics::Counters;
+use crate::store::state::StoreInner;
 
 /// Entries read from a consume queue at once.
 const ENTRIES_AT_ONCE: u64 = 1_024;

@@ -390,6 +390,7 @@ impl IndexFile {
     }
 
     /// The creating put's timestamp (ms).
+    #[cfg(test)]
     pub(crate) fn begin_timestamp_ms(&self) -> i64 {
         self.begin_timestamp_ms
     }
@@ -405,12 +406,8 @@ impl IndexFile {
         self.index_count.load(Ordering::Acquire)
     }
 
-    /// Hash slots in the file.
-    pub(crate) fn slot_count(&self) -> u32 {
-        self.slot_count
-    }
-
     /// Whether no entry is left: the next put returns `false`.
+    #[cfg(test)]
     pub(crate) fn is_full(&self) -> bool {
         self.index_count() + 1 >= self.entry_capacity
     }
@@ -487,6 +484,7 @@ impl IndexFile {
 
     /// The log offsets indexed under `key_hash` whose time may be in `[begin_ms, end_ms]`, newest
     /// (largest) first, each once, at most `max` of them (the newest ones).
+    #[cfg(test)]
     pub(crate) fn query(&self, key_hash: u32, begin_ms: i64, end_ms: i64, max: usize) -> Result<Vec<u64>> {
         let mut found = Vec::new();
         self.query_into(key_hash, begin_ms, end_ms, max, &mut found)?;
@@ -929,6 +927,7 @@ impl IndexFiles {
     }
 
     /// The directory.
+    #[cfg(test)]
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
@@ -939,6 +938,7 @@ impl IndexFiles {
     }
 
     /// The largest log offset indexed (`None`: nothing is). Dispatch into the set resumes after it.
+    #[cfg(test)]
     pub(crate) fn end_log_offset(&self) -> Option<u64> {
         self.writer.lock().end_log_offset
     }

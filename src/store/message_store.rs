@@ -2,29 +2,20 @@
 //! The calls live beside it by what they do: `put`, `get` (and long polls), `lookup` (by key and
 //! time), `background` (flushes, checkpoints, offsets, retention), `recovery` (open).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use parking_lot::Mutex;
-
 use crate::error::Error;
 use crate::events::EventManager;
-use crate::log::Log;
 use crate::store::checkpoint;
 use crate::store::config::StoreConfig;
-use crate::store::consumer_offsets::ConsumerOffsets;
-use crate::store::dispatch::{BroadcastingOutput, CountingOutput, Dispatch};
+use crate::store::dispatch::Dispatch;
 use crate::store::dispatcher::{self, Dispatcher};
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::index_file::IndexFiles;
-use crate::store::long_poll::LongPolls;
-use crate::store::message::validate_topic;
-use crate::store::metrics::{Counters, StoreMetrics};
-use crate::store::progress::Progress;
-use crate::store::put::PutOffsets;
-use crate::store::queues::Queues;
+use crate::store::metrics::StoreMetrics;
+use crate::store::state::StoreInner;
 use crate::store::{background, recovery};
 
 /// A message store (RocketMQ's layer, DESIGN.md §11): topics and queues over one commit log.
@@ -58,28 +49,6 @@ pub struct MessageStore {
     shared: Option<Arc<StoreInner>>,
     dispatcher: Option<Dispatcher>,
     events: Option<EventManager>,
-}
-
-/// What the store's calls, its dispatcher and its background events share.
-pub(crate) struct StoreInner {
-    pub(crate) root: PathBuf,
-    pub(crate) config: StoreConfig,
-    pub(crate) log: Log,
-    pub(crate) queues: Arc<Queues>,
-    pub(crate) index: Arc<IndexFiles>,
-    pub(crate) offsets: ConsumerOffsets,
-    /// The put lock: the next queue offset of each queue puts were made to since open.
-    pub(crate) puts: PutOffsets,
-    pub(crate) progress: Arc<Progress>,
-    pub(crate) long_polls: Arc<LongPolls>,
-    /// Every dispatcher, the store's own first; held while a batch is dispatched and while they
-    /// are flushed for a checkpoint.
-    pub(crate) output: Mutex<CountingOutput<BroadcastingOutput>>,
-    pub(crate) dispatched: Arc<AtomicU64>,
-    pub(crate) counters: Arc<Counters>,
-    /// The last store checkpoint written, and the log start the last retention sweep saw.
-    pub(crate) last_checkpoint: AtomicU64,
-    pub(crate) last_swept_start: AtomicU64,
 }
 
 const _: () = {
@@ -135,6 +104,7 @@ impl MessageStore {
         let closed = log.close();
         finished?;
         closed?;
+        crate::failpoint::crash_point!("store_before_abort_removed");
         checkpoint::mark_closed(&root)?;
         tracing::info!(root = %root.display(), "message store closed cleanly");
         Ok(())
@@ -250,18 +220,6 @@ impl Drop for MessageStore {
         if let Err(error) = self.shutdown() {
             tracing::error!(%error, "closing the message store failed");
         }
-    }
-}
-
-impl StoreInner {
-    /// `Ok` if `topic` and `queue_id` can name a queue of this store.
-    pub(crate) fn check_queue(&self, topic: &str, queue_id: u32) -> StoreResult<()> {
-        validate_topic(topic)?;
-        let max = self.config.max_queues_per_topic;
-        if queue_id >= max {
-            return Err(StoreError::InvalidQueue { queue_id, max });
-        }
-        Ok(())
     }
 }
 

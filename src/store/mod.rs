@@ -1,6 +1,6 @@
 //! The message store (RocketMQ's layer, DESIGN.md §11): topics and queues over one commit log.
 //!
-//! - `message_store`: `MessageStore`, what its threads share, open and close; its calls by what
+//! - `message_store`: `MessageStore`, open and close; `state`: what its calls and threads share; its calls by what
 //!   they do: `put`, `get` (and long polls), `lookup` (by key, by time); `recovery` (open),
 //!   `background` (flushes, checkpoint, offsets, retention), `dispatcher` (the thread building
 //!   queues and index), `progress` (how far it got), `metrics`.
@@ -35,6 +35,7 @@ pub(crate) mod progress;
 pub(crate) mod put;
 pub(crate) mod queues;
 pub(crate) mod recovery;
+pub(crate) mod state;
 
 pub use config::StoreConfig;
 pub use dispatch::{Dispatch, DispatchRequest};

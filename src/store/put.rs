@@ -3,16 +3,14 @@
 //! so a put reads its own write) happens after the lock is released, so concurrent puts share one
 //! fsync (group commit).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
-
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::message::{FixedFields, Message};
-use crate::store::message_store::{MessageStore, StoreInner};
+use crate::store::message_store::MessageStore;
 use crate::store::progress::Progress;
+use crate::store::state::StoreInner;
 
 /// Where a put message is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -62,14 +60,6 @@ impl PutHandle {
     pub fn is_done(&self) -> bool {
         self.progress.dispatched() > self.last_log_offset
     }
-}
-
-/// The put lock and what it guards: the next queue offset of every queue put to since open (a
-/// queue's first put starts from its consume queue's end, which dispatch brought to the log's end
-/// before `open` returned).
-#[derive(Default)]
-pub(crate) struct PutOffsets {
-    next: Mutex<HashMap<String, HashMap<u32, u64>>>,
 }
 
 impl MessageStore {

@@ -1,6 +1,6 @@
 //! Opening a store (DESIGN.md §11): the commit log recovers first; then the index and the consume
 //! queues are loaded — rebuilt from the commit log if missing or damaged — and, after an unclean
-//! shutdown (`abort` present, or a log that did not close), checked from the store checkpoint on
+//! shutdown (`abort` present), checked from the store checkpoint on
 //! and cut where they stop matching the log; dispatch then reaches the log's end before `open`
 //! returns, retention's leftovers are deleted, and consumer offsets past a queue's end clamped.
 
@@ -23,11 +23,11 @@ use crate::store::dispatcher::{self, IndexBuilder, QueueBuilder};
 use crate::store::error::StoreResult;
 use crate::store::index_file::IndexFiles;
 use crate::store::long_poll::LongPolls;
-use crate::store::message_store::StoreInner;
 use crate::store::metrics::Counters;
 use crate::store::progress::Progress;
-use crate::store::put::PutOffsets;
 use crate::store::queues::Queues;
+use crate::store::state::PutOffsets;
+use crate::store::state::StoreInner;
 
 /// Opens and recovers the store in `root`; returns it with the cursor dispatch goes on from.
 pub(crate) fn open(root: &Path, config: StoreConfig) -> StoreResult<(StoreInner, Cursor)> {
@@ -36,9 +36,13 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> StoreResult<(StoreInner,
     // The log's directory lock keeps a second store (or log) out.
     let log = Log::open(root.join(STORE_COMMIT_LOG_DIR), config.log.clone())?;
     let aborted = checkpoint::mark_open(root)?;
-    let unclean = aborted || !log.recovery_report().clean_shutdown;
+    crate::failpoint::crash_point!("store_after_abort_created");
+    // `abort` goes last at a clean close (after the log closed): without it, everything was
+    // flushed, or the store is new.
+    let unclean = aborted;
     let (log_start, log_next) = (log.start_offset(), log.next_offset());
-    let mut from = checkpoint::read(root)?.min(log_next);
+    let checkpointed = checkpoint::read(root)?;
+    let mut from = checkpointed.min(log_next);
 
     let (index, index_rebuilt) = open_index(root, &config)?;
     let queue_dir = root.join(STORE_CONSUME_QUEUE_DIR);
@@ -55,6 +59,7 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> StoreResult<(StoreInner,
     if unclean {
         tracing::warn!(root = %root.display(), from, log_next, "the store did not close cleanly: checking its index");
         let recovered = index.recover(from)?;
+        crate::failpoint::crash_point!("store_recovery_after_index");
         if !recovered.removed.is_empty() {
             tracing::warn!(
                 files = recovered.removed.len(),
@@ -64,6 +69,12 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> StoreResult<(StoreInner,
     }
     let offsets = ConsumerOffsets::load(root)?;
     let from = from.max(log_start);
+    if from < checkpointed {
+        // What dispatch is about to redo is not on disk any more (a rebuild, a refill, a log that
+        // lost its tail): the checkpoint must not claim it, or a crash before the next checkpoint
+        // would leave it undone for good.
+        checkpoint::write(root, from)?;
+    }
     let mut cursor = log.cursor(from)?;
 
     let (queues, index) = (Arc::new(queues), Arc::new(index));
@@ -156,6 +167,7 @@ fn check_queues(queues: &Queues, from: u64, log_next: u64, entries_per_file: u64
             "consume queue cut at its first entry that does not fit the commit log"
         );
         refill_from = Some(refill_from.map_or(after_kept, |r| r.min(after_kept)));
+        crate::failpoint::crash_point!("store_recovery_after_queue_cut");
     }
     Ok(refill_from)
 }
