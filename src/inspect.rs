@@ -1,5 +1,9 @@
 //! `strata dump` and `strata verify` as library functions returning values: read-only inspection of
 //! every file kind. Files are read with `pread`, never mapped, so inspecting a live log is safe.
+//! The message store's files (`.cq`, `.idx`, `offsets.json`, `store.checkpoint`, a store root) are
+//! in `store`, which uses this module's findings and dumps.
+
+pub mod store;
 
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};

@@ -15,7 +15,7 @@ use crate::format::{STORE_ABORT_FILE, STORE_CHECKPOINT_FILE, STORE_CHECKPOINT_MA
 use crate::storage::{self, ValueFile};
 
 /// The file: one value, `dispatched_up_to`.
-const FILE: ValueFile =
+pub(crate) const FILE: ValueFile =
     ValueFile { name: STORE_CHECKPOINT_FILE, magic: STORE_CHECKPOINT_MAGIC, version: STORE_CHECKPOINT_VERSION };
 
 /// The dispatched-up-to offset in `root`, or 0 if there is no usable file (logged).

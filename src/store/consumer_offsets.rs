@@ -24,7 +24,7 @@ pub(crate) const OFFSETS_BACKUP_FILE: &str = "offsets.json.bak";
 const VERSION: u64 = 1;
 
 /// (group, topic, queue id).
-type Key = (String, String, u32);
+pub(crate) type Key = (String, String, u32);
 
 /// See the module documentation.
 pub(crate) struct ConsumerOffsets {
@@ -116,7 +116,7 @@ impl ConsumerOffsets {
 }
 
 /// The offsets in `path`; `None` if it does not exist.
-fn read(path: &Path) -> Result<Option<BTreeMap<Key, u64>>> {
+pub(crate) fn read(path: &Path) -> Result<Option<BTreeMap<Key, u64>>> {
     let Some(bytes) = storage::read_if_exists(path)? else { return Ok(None) };
     decode(&bytes).map(Some).map_err(|why| Error::corrupt(path, 0, Corruption::BadFile(why)))
 }

@@ -800,7 +800,7 @@ impl IndexFile {
 }
 
 /// Reads and checks the header of the file at `path`: its header, length and entry capacity.
-fn read_header(path: &Path) -> Result<(IndexHeader, u64, u32)> {
+pub(crate) fn read_header(path: &Path) -> Result<(IndexHeader, u64, u32)> {
     let (head, file_len) = storage::read_head(path, INDEX_FILE_HEADER_LEN)?;
     let Ok(head) = <[u8; INDEX_FILE_HEADER_LEN]>::try_from(head.as_slice()) else {
         let reason = Corruption::ShortFile { len: file_len, expected: INDEX_FILE_HEADER_LEN as u64 };

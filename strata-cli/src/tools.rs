@@ -5,6 +5,8 @@
 pub mod consume;
 pub mod produce;
 pub mod render;
+pub mod render_store;
+pub mod store;
 pub mod text;
 
 use std::fmt;

@@ -11,9 +11,12 @@ use std::time::Duration;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use strata_cli::bench::{self, BenchOptions, BenchResult};
+use strata_cli::tools::render_store;
+use strata_cli::tools::store::{self as store_tools, GetOptions, PutOptions, StoreFiles};
 use strata_cli::tools::{
     self, ConsumeOptions, DirState, Framing, Output, ProduceOptions, Start, Template, ToolError, render,
 };
+use strata_log::internals::inspect::store as store_files;
 use strata_log::internals::inspect::{self, DumpOptions, RecoverOptions};
 use strata_log::{Corruption, Error, FlushPolicy, LogConfig};
 
@@ -70,10 +73,11 @@ enum Command {
     /// Print the contents of a log file or of every file in a log directory (read-only; a
     /// `.corrupt` copy is decoded as the segment it was). Exit 1 if a file is damaged.
     Dump(DumpArgs),
-    /// Check every segment, index and the checkpoint, read-only (safe on a live log). Exit 0:
-    /// clean (notes are not damage); 1: damage found.
+    /// Check every segment, index and the checkpoint, read-only (safe on a live log); for a
+    /// message store root, also every queue and index entry against its message, and the
+    /// consumer offsets. Exit 0: clean (notes are not damage); 1: damage found.
     Verify {
-        /// The log directory.
+        /// The log directory, or a message store's root.
         dir: PathBuf,
         /// Print JSON.
         #[arg(long)]
@@ -126,6 +130,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Put, get, query and inspect a message store (topics, queues, consumer groups) in a store
+    /// root directory; each opens the store, so not beside another process that has it open.
+    #[command(subcommand)]
+    Store(StoreCommand),
     /// Measure writes, durable writes, reads, the producer and recovery against the disk's own
     /// baselines (no arguments needed; about a minute).
     Bench(BenchArgs),
@@ -134,6 +142,116 @@ enum Command {
         /// bash, zsh, fish, powershell or elvish.
         shell: clap_complete::Shell,
     },
+}
+
+#[derive(Subcommand)]
+enum StoreCommand {
+    /// Put one message per line of stdin (the line is the body) into a topic's queue; prints
+    /// what was stored. Creates the store if needed.
+    Put {
+        /// The store root.
+        root: PathBuf,
+        /// The topic.
+        #[arg(long)]
+        topic: String,
+        /// The queue id.
+        #[arg(long, default_value_t = 0)]
+        queue: u32,
+        /// The tag of every message.
+        #[arg(long)]
+        tag: Option<String>,
+        /// A key of every message (indexed for `store query`); repeatable.
+        #[arg(long = "key", value_name = "KEY")]
+        keys: Vec<String>,
+        #[command(flatten)]
+        files: StoreFileArgs,
+        /// Print the summary as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print messages of one queue: queue offset, log offset, time, tag, keys, body.
+    Get {
+        /// The store root.
+        root: PathBuf,
+        /// The topic.
+        #[arg(long)]
+        topic: String,
+        /// The queue id.
+        #[arg(long)]
+        queue: u32,
+        /// The first queue offset [default: the group's committed offset with --group, else the
+        /// queue's first].
+        #[arg(long)]
+        from: Option<u64>,
+        /// Print at most this many messages.
+        #[arg(long)]
+        max: Option<u64>,
+        /// The consumer group (its committed offset is where the get starts).
+        #[arg(long)]
+        group: Option<String>,
+        /// At the end, commit the next queue offset for the group (and write offsets.json).
+        #[arg(long, requires = "group")]
+        commit: bool,
+        /// Only messages with this tag.
+        #[arg(long)]
+        tag: Option<String>,
+        /// At the queue's end, wait for new messages (a long poll) until Ctrl-C.
+        #[arg(short, long)]
+        follow: bool,
+        /// One JSON object per line (the body in base64 with body_encoding when not UTF-8).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Find a topic's messages by key (the index), newest `--max`, in log order.
+    Query {
+        /// The store root.
+        root: PathBuf,
+        /// The topic.
+        #[arg(long)]
+        topic: String,
+        /// The key.
+        #[arg(long)]
+        key: String,
+        /// Only messages stored at or after this time: ISO 8601 or ms.
+        #[arg(long, value_parser = tools::text::parse_time_ms, allow_hyphen_values = true)]
+        begin: Option<i64>,
+        /// Only messages stored at or before this time: ISO 8601 or ms.
+        #[arg(long, value_parser = tools::text::parse_time_ms, allow_hyphen_values = true)]
+        end: Option<i64>,
+        /// At most this many messages.
+        #[arg(long, default_value_t = 64)]
+        max: usize,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the topics and queues with their offsets, the index files, and each consumer
+    /// group's committed offset and lag per queue.
+    Stats {
+        /// The store root.
+        root: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// The geometry of a new store's files (an existing store's files keep theirs).
+#[derive(clap::Args)]
+struct StoreFileArgs {
+    /// Commit-log segment size [default: the size the segments show, else 1 GiB or less if the
+    /// disk has no room for it].
+    #[arg(long)]
+    segment_bytes: Option<u64>,
+    /// Entries per consume-queue file [default: 300000].
+    #[arg(long)]
+    queue_entries_per_file: Option<u64>,
+    /// Hash slots per index file [default: the newest index file's, else 5000000].
+    #[arg(long)]
+    index_slots: Option<u32>,
+    /// Entries per index file [default: the newest index file's, else 20000000].
+    #[arg(long)]
+    index_entries: Option<u32>,
 }
 
 #[derive(clap::Args)]
@@ -390,6 +508,12 @@ fn run(command: Command, out: &mut dyn Write) -> Result<ExitCode, ToolError> {
             verdict(ExitCode::SUCCESS, written)
         }
         Command::Dump(args) => dump(args, out),
+        Command::Verify { dir, json: as_json } if store_files::is_store_root(&dir) => {
+            let report = store_files::verify_store(&dir)?;
+            let written =
+                if as_json { json(out, &report) } else { render_store::verify(out, &report).map_err(Into::into) };
+            verdict(code(report.is_clean()), written)
+        }
         Command::Verify { dir, json: as_json } => {
             tools::require_log(&dir)?;
             let report = inspect::verify(&dir, &LogConfig::default())?;
@@ -414,6 +538,7 @@ fn run(command: Command, out: &mut dyn Write) -> Result<ExitCode, ToolError> {
             admin(out, &dir, as_json, tools::delete_before(&dir, offset)?)
         }
         Command::Compact { dir, json: as_json } => admin(out, &dir, as_json, tools::compact(&dir)?),
+        Command::Store(command) => store(command, out),
         Command::Bench(args) => bench(args, out),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "strata", out);
@@ -537,6 +662,9 @@ fn dump(args: DumpArgs, out: &mut dyn Write) -> Result<ExitCode, ToolError> {
     if !args.path.exists() {
         return Err(ToolError::Usage(format!("{}: no such file or directory", args.path.display())));
     }
+    if let Some(code) = dump_store(&args.path, args.json, out)? {
+        return Ok(code);
+    }
     if args.path.is_dir() && tools::dir_state(&args.path)? == DirState::Empty {
         return Err(ToolError::Usage(format!("{}: empty directory, it holds no log", args.path.display())));
     }
@@ -563,6 +691,91 @@ fn dump(args: DumpArgs, out: &mut dyn Write) -> Result<ExitCode, ToolError> {
         dumps.iter().try_for_each(|dump| render::dump(out, dump)).map_err(Into::into)
     };
     verdict(code(dumps.iter().all(|d| d.damage().is_none())), written)
+}
+
+/// `dump` of a store root, a store file, or a directory of store files (a queue's, `index/`);
+/// `None` if the path is none of these.
+fn dump_store(path: &Path, as_json: bool, out: &mut dyn Write) -> Result<Option<ExitCode>, ToolError> {
+    if store_files::is_store_root(path) {
+        let dump = store_files::dump_store(path)?;
+        let written = if as_json { json(out, &dump) } else { render_store::dump_root(out, &dump).map_err(Into::into) };
+        return verdict(code(!dump.is_damaged()), written).map(Some);
+    }
+    let dumps = if path.is_dir() {
+        store_files::dump_store_files_in(path)?
+    } else if store_files::is_store_file(path) {
+        store_files::dump_store_file(path)?.into_iter().collect()
+    } else {
+        Vec::new()
+    };
+    if dumps.is_empty() {
+        return Ok(None);
+    }
+    let written = if as_json {
+        json(out, &dumps)
+    } else {
+        dumps.iter().try_for_each(|d| render_store::dump(out, d)).map_err(Into::into)
+    };
+    verdict(code(dumps.iter().all(|d| d.problems().is_empty())), written).map(Some)
+}
+
+fn store(command: StoreCommand, out: &mut dyn Write) -> Result<ExitCode, ToolError> {
+    match command {
+        StoreCommand::Put { root, topic, queue, tag, keys, files, json: as_json } => {
+            let files = StoreFiles {
+                segment_bytes: files.segment_bytes,
+                queue_entries_per_file: files.queue_entries_per_file,
+                index_slots: files.index_slots,
+                index_entries: files.index_entries,
+            };
+            if root.exists() && !store_files::is_store_root(&root) && tools::dir_state(&root)? != DirState::Empty {
+                return Err(ToolError::Usage(format!(
+                    "{}: not a message store and not empty; refusing to create one in it",
+                    root.display()
+                )));
+            }
+            let config = store_tools::store_config(&root, &files)?;
+            let stop = stop_flag()?;
+            let store = store_tools::open_store(&root, config)?;
+            let options = PutOptions { topic, queue_id: queue, tag, keys };
+            let put = store_tools::put(&store, &options, io::stdin(), &stop);
+            store.close().map_err(|e| store_tools::store_error(&root, e))?;
+            let summary = put?;
+            let written =
+                if as_json { json(out, &summary) } else { render_store::put(out, &summary).map_err(Into::into) };
+            verdict(if summary.interrupted { ExitCode::from(130) } else { ExitCode::SUCCESS }, written)
+        }
+        StoreCommand::Get { root, topic, queue, from, max, group, commit, tag, follow, json: as_json } => {
+            let store = open_existing(&root)?;
+            let options = GetOptions { topic, queue_id: queue, from, max, group, commit, tag, follow, json: as_json };
+            let stop = stop_flag()?;
+            let got = store_tools::get(&store, &options, out, &stop);
+            store.close().map_err(|e| store_tools::store_error(&root, e))?;
+            let summary = got?;
+            tracing::info!(messages = summary.messages, next = summary.next_queue_offset, "got");
+            Ok(if summary.interrupted { ExitCode::from(130) } else { ExitCode::SUCCESS })
+        }
+        StoreCommand::Query { root, topic, key, begin, end, max, json: as_json } => {
+            let store = open_existing(&root)?;
+            let found = store_tools::query(&store, &topic, &key, (begin.unwrap_or(0), end.unwrap_or(i64::MAX)), max);
+            store.close().map_err(|e| store_tools::store_error(&root, e))?;
+            let written = found?.iter().try_for_each(|m| store_tools::write_message(out, m, as_json, true));
+            verdict(ExitCode::SUCCESS, written)
+        }
+        StoreCommand::Stats { root, json: as_json } => {
+            store_tools::require_store(&root)?;
+            let stats = store_tools::stats(&root, store_tools::store_config(&root, &StoreFiles::default())?)?;
+            let written =
+                if as_json { json(out, &stats) } else { render_store::stats(out, &stats).map_err(Into::into) };
+            verdict(ExitCode::SUCCESS, written)
+        }
+    }
+}
+
+/// Opens an existing store (reading commands never create one).
+fn open_existing(root: &Path) -> Result<strata_log::MessageStore, ToolError> {
+    store_tools::require_store(root)?;
+    store_tools::open_store(root, store_tools::store_config(root, &StoreFiles::default())?)
 }
 
 fn bench(args: BenchArgs, out: &mut dyn Write) -> Result<ExitCode, ToolError> {

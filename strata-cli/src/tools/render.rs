@@ -46,7 +46,7 @@ pub fn produce_failed(out: &mut dyn Write, s: &ProduceSummary) -> io::Result<()>
     )
 }
 
-fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
+pub(crate) fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
     if n == 1 { one } else { many }
 }
 
@@ -225,7 +225,7 @@ pub fn index_sanity(out: &mut dyn Write, checks: &[IndexSanity]) -> io::Result<(
     Ok(())
 }
 
-fn finding(out: &mut dyn Write, f: &Finding) -> io::Result<()> {
+pub(crate) fn finding(out: &mut dyn Write, f: &Finding) -> io::Result<()> {
     match f.severity {
         // A foreign file is not damage at a position: the whole file is not the log's.
         Severity::Error if f.foreign => writeln!(out, "error: {}: {}", f.file.display(), f.problem),
