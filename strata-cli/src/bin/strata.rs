@@ -356,6 +356,9 @@ fn init_logging(quiet: bool, verbose: u8) {
         .with_env_filter(filter)
         .with_writer(io::stderr)
         .with_ansi(io::stderr().is_terminal() && !no_color)
+        // A closed stderr is the reader's choice: the subscriber's own report of the failed write
+        // would go through `eprintln!`, which panics on it.
+        .log_internal_errors(false)
         .init();
 }
 
