@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use strata_cli::bench::{self, BenchOptions, BenchResult};
+use strata_cli::bench::{self, BenchOptions, BenchResult, Sections};
 use strata_cli::tools::{
     self, ConsumeOptions, DirState, Framing, Output, ProduceOptions, Start, Template, ToolError, render,
 };
@@ -287,6 +287,16 @@ struct BenchArgs {
     /// Runs of each phase; the median is reported [default: 3; --full: 5].
     #[arg(long)]
     runs: Option<usize>,
+    /// Which phases run: all, log, or store (the message store's).
+    #[arg(long, default_value = "all", value_parser = parse_sections)]
+    section: Sections,
+    /// Seconds each store throughput phase runs at most [default: 2; --full: 5].
+    #[arg(long)]
+    store_seconds: Option<f64>,
+    /// Messages of the store the get, key-query and recovery phases use [default: 200000; --full:
+    /// 1000000].
+    #[arg(long)]
+    store_messages: Option<u64>,
     /// Directory to create the temporary logs in [default: the system temp dir].
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -580,6 +590,9 @@ fn bench(args: BenchArgs, out: &mut dyn Write) -> Result<ExitCode, ToolError> {
         flush_policy: args.durability,
         durable_ops: args.durable_ops.unwrap_or(defaults.durable_ops),
         runs: args.runs.unwrap_or(defaults.runs),
+        sections: args.section,
+        store_seconds: args.store_seconds.unwrap_or(defaults.store_seconds),
+        store_messages: args.store_messages.unwrap_or(defaults.store_messages),
         ..defaults
     };
     options.validate().map_err(ToolError::Usage)?;
@@ -614,6 +627,16 @@ fn run_bench(options: &BenchOptions) -> strata_log::Result<Vec<BenchResult>> {
     finished(&mut current);
     bar.finish_and_clear();
     results
+}
+
+/// `all`, `log` or `store`.
+fn parse_sections(text: &str) -> Result<Sections, String> {
+    match text {
+        "all" => Ok(Sections::All),
+        "log" => Ok(Sections::Log),
+        "store" => Ok(Sections::Store),
+        _ => Err(format!("expected all, log or store, got {text:?}")),
+    }
 }
 
 /// `never`, `always` or `interval:MS`.
