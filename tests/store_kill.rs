@@ -73,7 +73,10 @@ fn store_child() {
         let dir = tempfile::tempdir().unwrap();
         let store = MessageStore::open(dir.path(), config()).unwrap();
         let put = store.put(&message(0, 0, 0)).unwrap();
-        assert_eq!(store.get_messages(message(0, 0, 0).topic(), 0, put.queue_offset, 1, None).unwrap().messages.len(), 1);
+        assert_eq!(
+            store.get_messages(message(0, 0, 0).topic(), 0, put.queue_offset, 1, None).unwrap().messages.len(),
+            1
+        );
         return;
     };
     let round: u64 = std::env::var(CHILD_ROUND).unwrap().parse().unwrap();

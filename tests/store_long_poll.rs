@@ -44,7 +44,9 @@ fn a_tagged_long_poll_skips_other_tags_and_wakes_on_its_own() {
     let store = Arc::new(MessageStore::open(dir.path(), StoreConfig::default()).unwrap());
     let poller = {
         let store = Arc::clone(&store);
-        std::thread::spawn(move || store.get_messages_wait("t", 1, 0, 10, Some("red"), Duration::from_secs(30)).unwrap())
+        std::thread::spawn(move || {
+            store.get_messages_wait("t", 1, 0, 10, Some("red"), Duration::from_secs(30)).unwrap()
+        })
     };
     std::thread::sleep(Duration::from_millis(50));
     for i in 0..3 {
@@ -68,7 +70,9 @@ fn a_non_matching_message_during_a_long_poll_advances_the_offset() {
     let store = Arc::new(MessageStore::open(dir.path(), StoreConfig::default()).unwrap());
     let poller = {
         let store = Arc::clone(&store);
-        std::thread::spawn(move || store.get_messages_wait("t", 0, 0, 10, Some("red"), Duration::from_millis(500)).unwrap())
+        std::thread::spawn(move || {
+            store.get_messages_wait("t", 0, 0, 10, Some("red"), Duration::from_millis(500)).unwrap()
+        })
     };
     std::thread::sleep(Duration::from_millis(50));
     store.put(&Message::new("t", 0, "blue").with_tag("blue")).unwrap();
@@ -111,7 +115,8 @@ fn a_user_dispatcher_sees_every_message_after_it_registered_and_is_flushed() {
 fn queue_offsets_are_found_by_time() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(1_000_000);
-    let config = StoreConfig { log: LogConfig { clock: clock.clock(), ..StoreConfig::default().log }, ..StoreConfig::default() };
+    let config =
+        StoreConfig { log: LogConfig { clock: clock.clock(), ..StoreConfig::default().log }, ..StoreConfig::default() };
     let store = MessageStore::open(dir.path(), config).unwrap();
     for i in 0..10 {
         clock.advance(1_000);

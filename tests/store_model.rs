@@ -100,7 +100,8 @@ fn the_store_agrees_with_a_model() {
         match rng.random_range(0..100) {
             0..40 => {
                 let count = if rng.random_bool(0.3) { rng.random_range(1..6) } else { 1 };
-                let messages: Vec<Message> = (0..count).map(|i| random_message(&mut rng, topic, queue, counter + i)).collect();
+                let messages: Vec<Message> =
+                    (0..count).map(|i| random_message(&mut rng, topic, queue, counter + i)).collect();
                 counter += count;
                 let results = if count == 1 {
                     vec![store.put(&messages[0]).unwrap()]
@@ -241,4 +242,3 @@ fn check_get(store: &MessageStore, model: &Model, rng: &mut StdRng, topic: &str,
     let status = if expected.is_empty() { GetStatus::NoMatchedMessage } else { GetStatus::Found };
     assert_eq!(got.status, status, "{context}");
 }
-
