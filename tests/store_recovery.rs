@@ -139,10 +139,13 @@ fn deleted_queues_and_index_are_rebuilt_from_the_commit_log() {
     check_all(&store, 200);
 }
 
+/// A named way to damage a store's directory.
+type Damage<'a> = (&'a str, &'a dyn Fn(&Path));
+
 #[test]
 fn garbage_and_truncated_derived_files_are_rebuilt() {
     let garbage: Vec<u8> = (0..160u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
-    let damages: [(&str, &dyn Fn(&Path)); 4] = [
+    let damages: [Damage<'_>; 4] = [
         ("garbage over the newest .cq", &|root| {
             std::fs::write(newest_file(&root.join("consumequeue/orders/0")), &garbage).unwrap()
         }),
