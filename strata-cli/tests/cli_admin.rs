@@ -273,6 +273,9 @@ fn bench_checks_its_arguments_before_any_work() {
         (&["--records", "0"][..], "--records"),
         (&["--runs", "0"][..], "--runs"),
         (&["--batch", "5000"][..], "--batch"),
+        (&["--store-messages", "0"][..], "--store-messages"),
+        (&["--store-seconds", "0"][..], "--store-seconds"),
+        (&["--section", "disk"][..], "--section"),
     ] {
         let started = std::time::Instant::now();
         strata().arg("bench").args(args).assert().code(2).stderr(predicate::str::contains(flag));
@@ -286,7 +289,7 @@ fn bench_prints_a_legend_aligned_columns_and_a_line_per_phase() {
     let dir = tempfile::tempdir().unwrap();
     let out = strata()
         .args(["bench", "--records", "400", "--batch", "10", "--threads", "2", "--producer-threads", "2"])
-        .args(["--durable-ops", "8", "--runs", "1", "--dir"])
+        .args(["--durable-ops", "8", "--runs", "1", "--store-seconds", "0.2", "--store-messages", "300", "--dir"])
         .arg(dir.path())
         .output()
         .unwrap();
@@ -531,7 +534,7 @@ fn bench_survives_a_closed_stderr_and_refuses_what_it_cannot_hold() {
     assert!(common::file_names(dir.path()).is_empty(), "nothing left behind");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
         .args(["bench", "--records", "10", "--runs", "1", "--durable-ops", "5", "--threads", "2"])
-        .args(["--producer-threads", "2", "--dir"])
+        .args(["--producer-threads", "2", "--store-seconds", "0.2", "--store-messages", "30", "--dir"])
         .arg(dir.path())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())

@@ -1,12 +1,15 @@
 //! `strata bench`: the figures a user wants first, measured in one run so they are comparable —
 //! the physical baselines (raw sequential write, raw write + fdatasync), appends without fsync,
 //! reads, durable appends (one thread, then many sharing fsyncs), the producer, and the recovery
-//! scan — each with its ratio to the baseline it should be judged against. Phases run interleaved
+//! scan — each with its ratio to the baseline it should be judged against — then the message
+//! store's puts (against `Log::append` of the same records), dispatch lag, gets, key queries and
+//! recovery. Phases run interleaved
 //! (run 1 of every phase, then run 2, …) with a `sync` between them, and the median run is
 //! reported. Library code returning values; the binary renders them.
 
 mod maintenance;
 mod phases;
+mod store;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -39,6 +42,36 @@ pub struct BenchOptions {
     pub durable_seconds: f64,
     /// Runs of every phase; the median is reported.
     pub runs: usize,
+    /// Which phases run.
+    pub sections: Sections,
+    /// Time box of each store throughput phase (puts, their `Log::append` baselines, dispatch
+    /// lag, key queries).
+    pub store_seconds: f64,
+    /// Messages of the store that the get, key-query and recovery phases use.
+    pub store_messages: u64,
+}
+
+/// The phases `strata bench` runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Sections {
+    /// Every phase.
+    #[default]
+    All,
+    /// The log's phases (raw baselines, appends, reads, durable appends, producer, recovery,
+    /// maintenance).
+    Log,
+    /// The message store's phases.
+    Store,
+}
+
+impl Sections {
+    fn log(self) -> bool {
+        self != Sections::Store
+    }
+
+    fn store(self) -> bool {
+        self != Sections::Log
+    }
 }
 
 impl Default for BenchOptions {
@@ -54,6 +87,9 @@ impl Default for BenchOptions {
             durable_ops: 4000,
             durable_seconds: 2.0,
             runs: 3,
+            sections: Sections::All,
+            store_seconds: 2.0,
+            store_messages: 200_000,
         }
     }
 }
@@ -66,6 +102,8 @@ impl BenchOptions {
             durable_ops: 20_000,
             durable_seconds: 5.0,
             runs: 5,
+            store_seconds: 5.0,
+            store_messages: 1_000_000,
             ..BenchOptions::default()
         }
     }
@@ -84,6 +122,7 @@ impl BenchOptions {
             ("--durable-ops", self.durable_ops),
             ("--runs", self.runs as u64),
             ("--value-size", self.large_value_bytes as u64),
+            ("--store-messages", self.store_messages),
         ];
         if let Some((flag, _)) = at_least_one.iter().find(|(_, v)| *v == 0) {
             return Err(format!("{flag} must be at least 1"));
@@ -110,9 +149,16 @@ impl BenchOptions {
         if let Some((flag, n)) = threads.iter().find(|(_, n)| *n > 1024) {
             return Err(format!("{flag} {n} is more than 1024 threads"));
         }
-        let counts = [("--records", self.records, MAX_RECORDS), ("--durable-ops", self.durable_ops, MAX_DURABLE_OPS)];
+        let counts = [
+            ("--records", self.records, MAX_RECORDS),
+            ("--durable-ops", self.durable_ops, MAX_DURABLE_OPS),
+            ("--store-messages", self.store_messages, MAX_RECORDS),
+        ];
         if let Some((flag, n, most)) = counts.iter().find(|(_, n, most)| n > most) {
             return Err(format!("{flag} {n} is more than the bench measures (at most {most})"));
+        }
+        if !(self.store_seconds > 0.0 && self.store_seconds <= 3600.0) {
+            return Err(format!("--store-seconds {} is not in (0, 3600]", self.store_seconds));
         }
         if self.runs > 1000 {
             return Err(format!("--runs {} is more than 1000 runs", self.runs));
@@ -139,11 +185,24 @@ impl BenchOptions {
         // The logs of one run: the 100-byte phases (append, producer, compaction, three keyed
         // append phases) and the large-value one, plus the warm-up segments.
         let large = (self.large_value_bytes as u64).saturating_add(30);
-        let disk = self
+        let log_disk = self
             .records
             .saturating_mul(6 * 130)
             .saturating_add((self.records / 4).saturating_mul(large))
             .saturating_add(64 << 20);
+        // The store's: five no-fsync phases (two puts, two appends, dispatch lag) of at most
+        // `records` messages of ~250 bytes with their queue entries, the filled store, and the
+        // six stores' preallocated index files (420 MB each by default).
+        let store_disk = self
+            .records
+            .saturating_mul(5 * 250)
+            .saturating_add(self.store_messages.saturating_mul(300))
+            .saturating_add(6 * 420_000_000);
+        let disk = match self.sections {
+            Sections::All => log_disk.saturating_add(store_disk),
+            Sections::Log => log_disk,
+            Sections::Store => store_disk,
+        };
         let parent = self.dir.clone().unwrap_or_else(std::env::temp_dir);
         if let Ok(fs) = rustix::fs::statvfs(&parent) {
             let available = fs.f_bavail.saturating_mul(fs.f_frsize);
@@ -217,6 +276,14 @@ pub struct BenchResult {
     /// Anything else worth saying (the fsync-latency regime).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The store's largest lag between a message's append and its dispatch, milliseconds (store
+    /// put and dispatch-lag phases).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_dispatch_lag_ms: Option<i64>,
+    /// The most messages stored but not yet dispatched, sampled every millisecond (the
+    /// dispatch-lag phase).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_dispatch_lag_offsets: Option<u64>,
 }
 
 /// Runs every phase `options.runs` times, interleaved; `progress(phase, done, total)` reports.
@@ -249,6 +316,7 @@ fn add_ratios(results: &mut [BenchResult]) {
     let raw_sync = find(results, "raw_write_fdatasync");
     let durable_single = find(results, "durable_1t_100B_x1");
     let keyed_idle = find(results, "append_keyed_idle");
+    let appends: Vec<BenchResult> = results.iter().filter(|r| r.name.starts_with("store_append_")).cloned().collect();
     for r in results.iter_mut() {
         let against = |base: &Option<BenchResult>, mb: bool| {
             base.as_ref().map(|b| {
@@ -267,6 +335,10 @@ fn add_ratios(results: &mut [BenchResult]) {
             against(&durable_single, false)
         } else if r.name.starts_with("append_keyed_during") {
             against(&keyed_idle, false)
+        } else if let Some(policy_threads) = r.name.strip_prefix("store_put_") {
+            // The same records appended by the log alone, one per call, same policy and threads.
+            let append = appends.iter().find(|a| a.name.strip_prefix("store_append_") == Some(policy_threads));
+            against(&append.cloned(), false)
         } else {
             None
         };
@@ -328,6 +400,8 @@ fn result(name: &str, records: u64, bytes: u64, elapsed: Duration, mut latencies
         ratio: None,
         appends_per_fsync: None,
         note: None,
+        max_dispatch_lag_ms: None,
+        max_dispatch_lag_offsets: None,
     }
 }
 
@@ -359,7 +433,10 @@ mod tests {
         let oversized = BenchOptions { batch: 10_000, ..BenchOptions::default() };
         let e = oversized.validate().expect_err("too large");
         assert!(e.contains("--batch") && e.contains("--value-size"), "{e}");
+        let no_time = BenchOptions { store_seconds: 0.0, ..BenchOptions::default() };
+        assert!(no_time.validate().is_err_and(|e| e.contains("--store-seconds")));
         for zero in [
+            BenchOptions { store_messages: 0, ..BenchOptions::default() },
             BenchOptions { threads: 0, ..BenchOptions::default() },
             BenchOptions { records: 0, ..BenchOptions::default() },
             BenchOptions { runs: 0, ..BenchOptions::default() },
@@ -378,9 +455,11 @@ mod tests {
             durable_ops: 20,
             durable_seconds: 1.0,
             runs: 1,
+            sections: Sections::Log,
             ..BenchOptions::default()
         };
         let results = run(&options, &mut |_, _, _| {}).expect("bench");
+        assert!(!results.iter().any(|r| r.name.starts_with("store_")), "the log section alone");
         let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
         for expected in [
             "raw_write",
@@ -409,5 +488,41 @@ mod tests {
         let large = results.iter().find(|r| r.name == "append_1KiB").expect("append");
         assert_eq!(large.baseline.as_deref(), Some("raw_write"));
         assert!(results.iter().find(|r| r.name == "raw_write_fdatasync").and_then(|r| r.note.as_ref()).is_some());
+    }
+
+    #[test]
+    fn a_tiny_store_run_measures_every_store_phase_against_its_log_baseline() {
+        let options = BenchOptions {
+            records: 500,
+            threads: 2,
+            durable_ops: 20,
+            runs: 1,
+            sections: Sections::Store,
+            store_seconds: 0.2,
+            store_messages: 300,
+            ..BenchOptions::default()
+        };
+        let results = run(&options, &mut |_, _, _| {}).expect("bench");
+        let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
+        assert!(!names.contains(&"raw_write"), "the store section alone: {names:?}");
+        for (threads, policy) in [(1, "always"), (2, "always"), (1, "never"), (2, "never")] {
+            let put = results.iter().find(|r| r.name == format!("store_put_{threads}t_{policy}")).expect("put");
+            let baseline = format!("store_append_{threads}t_{policy}");
+            assert!(names.contains(&baseline.as_str()), "{names:?}");
+            assert_eq!(put.baseline.as_deref(), Some(baseline.as_str()));
+            assert!(put.max_dispatch_lag_ms.is_some(), "{put:?}");
+        }
+        let lag = results.iter().find(|r| r.name == "store_dispatch_lag_2t").expect("dispatch lag");
+        assert!(lag.max_dispatch_lag_offsets.is_some() && lag.records > 0, "{lag:?}");
+        for batch in [32, 1024] {
+            let get = results.iter().find(|r| r.name == format!("store_get_x{batch}")).expect("get");
+            assert_eq!((get.records, get.bytes), (300, 30_000), "every message once");
+        }
+        let query = results.iter().find(|r| r.name == "store_query_by_key").expect("query");
+        assert!(query.ops > 0 && query.note.is_none(), "every key found: {query:?}");
+        for name in ["store_recovery_from_checkpoint", "store_recovery_from_start"] {
+            let recovery = results.iter().find(|r| r.name == name).expect("recovery");
+            assert_eq!(recovery.records, 300);
+        }
     }
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::maintenance::{self, Background};
-use super::{BenchOptions, BenchResult, fsync_regime, result, size_name, sync_all};
+use super::{BenchOptions, BenchResult, fsync_regime, result, size_name, store, sync_all};
 use strata_log::internals::io_error;
 use strata_log::{
     Error, FlushPolicy, Log, LogConfig, Producer, ProducerConfig, ProducerError, ReadPath, Record, Result,
@@ -19,16 +19,32 @@ type Progress<'a> = &'a mut dyn FnMut(&str, u64, u64);
 const SEGMENT_BYTES: u64 = 256 << 20;
 const SMALL: usize = 100;
 
-/// One run of every phase, in order, with a `sync` before each.
+/// One run of every phase of the chosen sections, in order, with a `sync` before each.
 pub(super) fn run_all(dir: &Path, options: &BenchOptions, progress: Progress<'_>) -> Result<Vec<BenchResult>> {
-    let large = options.large_value_bytes;
-    let large_records = (options.records / 4).max(options.batch as u64);
     let mut out = Vec::new();
     let mut phase = |r: Result<BenchResult>| -> Result<()> {
         sync_all(dir);
         out.push(r?);
         Ok(())
     };
+    if options.sections.log() {
+        log_phases(dir, options, &mut phase, progress)?;
+    }
+    if options.sections.store() {
+        store::run_all(dir, options, &mut phase, progress)?;
+    }
+    Ok(out)
+}
+
+/// The log's phases, in order.
+fn log_phases(
+    dir: &Path,
+    options: &BenchOptions,
+    phase: &mut dyn FnMut(Result<BenchResult>) -> Result<()>,
+    progress: Progress<'_>,
+) -> Result<()> {
+    let large = options.large_value_bytes;
+    let large_records = (options.records / 4).max(options.batch as u64);
     phase(raw_write(dir, options, large, large_records, progress))?;
     for (size, records, name) in [(SMALL, options.records, "small"), (large, large_records, "large")] {
         let log_dir = dir.join(name);
@@ -48,7 +64,7 @@ pub(super) fn run_all(dir: &Path, options: &BenchOptions, progress: Progress<'_>
         let log_dir = dir.join(format!("beside-{background:?}"));
         phase(maintenance::append_beside(&log_dir, options, background, progress))?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The bytes of one batch of `batch` records of `size`-byte values, as written raw.

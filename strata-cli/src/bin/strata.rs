@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use strata_cli::bench::{self, BenchOptions, BenchResult};
+use strata_cli::bench::{self, BenchOptions, BenchResult, Sections};
 use strata_cli::tools::render_store;
 use strata_cli::tools::store::{self as store_tools, GetOptions, PutOptions, StoreFiles};
 use strata_cli::tools::{
@@ -405,6 +405,16 @@ struct BenchArgs {
     /// Runs of each phase; the median is reported [default: 3; --full: 5].
     #[arg(long)]
     runs: Option<usize>,
+    /// Which phases run: all, log, or store (the message store's).
+    #[arg(long, default_value = "all", value_parser = parse_sections)]
+    section: Sections,
+    /// Seconds each store throughput phase runs at most [default: 2; --full: 5].
+    #[arg(long)]
+    store_seconds: Option<f64>,
+    /// Messages of the store the get, key-query and recovery phases use [default: 200000; --full:
+    /// 1000000].
+    #[arg(long)]
+    store_messages: Option<u64>,
     /// Directory to create the temporary logs in [default: the system temp dir].
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -474,6 +484,9 @@ fn init_logging(quiet: bool, verbose: u8) {
         .with_env_filter(filter)
         .with_writer(io::stderr)
         .with_ansi(io::stderr().is_terminal() && !no_color)
+        // A closed stderr is the reader's choice: the subscriber's own report of the failed write
+        // would go through `eprintln!`, which panics on it.
+        .log_internal_errors(false)
         .init();
 }
 
@@ -790,6 +803,9 @@ fn bench(args: BenchArgs, out: &mut dyn Write) -> Result<ExitCode, ToolError> {
         flush_policy: args.durability,
         durable_ops: args.durable_ops.unwrap_or(defaults.durable_ops),
         runs: args.runs.unwrap_or(defaults.runs),
+        sections: args.section,
+        store_seconds: args.store_seconds.unwrap_or(defaults.store_seconds),
+        store_messages: args.store_messages.unwrap_or(defaults.store_messages),
         ..defaults
     };
     options.validate().map_err(ToolError::Usage)?;
@@ -824,6 +840,16 @@ fn run_bench(options: &BenchOptions) -> strata_log::Result<Vec<BenchResult>> {
     finished(&mut current);
     bar.finish_and_clear();
     results
+}
+
+/// `all`, `log` or `store`.
+fn parse_sections(text: &str) -> Result<Sections, String> {
+    match text {
+        "all" => Ok(Sections::All),
+        "log" => Ok(Sections::Log),
+        "store" => Ok(Sections::Store),
+        _ => Err(format!("expected all, log or store, got {text:?}")),
+    }
 }
 
 /// `never`, `always` or `interval:MS`.

@@ -508,6 +508,10 @@ pub fn bench_table(out: &mut dyn Write, results: &[BenchResult]) -> io::Result<(
         if let Some(a) = r.appends_per_fsync {
             extra.push_str(&format!("{}{a:.1} appends/fsync", if extra.is_empty() { "" } else { "; " }));
         }
+        if let Some(ms) = r.max_dispatch_lag_ms {
+            let offsets = r.max_dispatch_lag_offsets.map_or(String::new(), |o| format!(", {o} messages"));
+            extra.push_str(&format!("{}dispatch lag ≤ {ms} ms{offsets}", if extra.is_empty() { "" } else { "; " }));
+        }
         if let Some(note) = &r.note {
             notes.push(note.clone());
             extra.push_str(&format!("{}[{}]", if extra.is_empty() { "" } else { " " }, notes.len()));
@@ -528,5 +532,7 @@ pub fn bench_table(out: &mut dyn Write, results: &[BenchResult]) -> io::Result<(
     writeln!(out, "vs baseline: throughput as a share of the raw disk figure the phase should be judged against")?;
     writeln!(out, "phases: raw_* the disk without strata; append_* no fsync; read_* CRC-checked reads;")?;
     writeln!(out, "  durable_<T>t_<size>_x<batch> FlushPolicy::Always from T threads; producer_*; recovery_scan;")?;
-    writeln!(out, "  compaction; append_keyed_* appends beside background deletion or compaction")
+    writeln!(out, "  compaction; append_keyed_* appends beside background deletion or compaction;")?;
+    writeln!(out, "  store_put_<T>t_<policy> MessageStore::put vs store_append_* (Log::append, same records);")?;
+    writeln!(out, "  store_dispatch_lag_*; store_get_x<max>; store_query_by_key; store_recovery_* (unclean open)")
 }
