@@ -129,13 +129,46 @@ impl Cursor {
         self.unless_closed(read)
     }
 
+    /// Waits, as [`Cursor::next_batch_wait`] does, until the position is visible, up to
+    /// `timeout`, and returns whether it is — without reading: for a thread that waits for a log
+    /// while the reading is done elsewhere (the message store's dispatcher waits with its own
+    /// cursor; whichever thread takes the dispatch lock first reads). Errors as
+    /// `next_batch_wait`'s.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use strata_log::{Log, LogConfig, Record};
+    /// let dir = tempfile::tempdir()?;
+    /// let log = Log::open(dir.path(), LogConfig::default())?;
+    /// let mut cursor = log.cursor(0)?;
+    /// assert!(!cursor.wait_visible(Duration::from_millis(10))?, "nothing yet");
+    /// log.append(&[Record::new(b"a")])?;
+    /// assert!(cursor.wait_visible(Duration::from_secs(5))?);
+    /// assert_eq!(cursor.position(), 0, "nothing was read");
+    /// # Ok(()) }
+    /// ```
+    pub fn wait_visible(&mut self, timeout: Duration) -> Result<bool> {
+        self.check_open()?;
+        if self.interrupt.swap(false, Ordering::SeqCst) {
+            return Err(Error::Interrupted);
+        }
+        let waited = self.wait(timeout);
+        if !matches!(waited, Ok(true)) && self.state.durability.is_closed() { Err(Error::Closed) } else { waited }
+    }
+
     fn wait_then_read(&mut self, max_bytes: usize, timeout: Duration) -> Result<Vec<BatchView>> {
+        if self.wait(timeout)? { self.read(max_bytes) } else { Ok(Vec::new()) }
+    }
+
+    /// Waits until the position is visible: `Ok(false)` at the timeout.
+    fn wait(&mut self, timeout: Duration) -> Result<bool> {
         // A position already removed, or out of range, is said now rather than after a wait.
         self.bounds()?;
         let waited = self.state.wait_visible_interruptible(self.position, Some(timeout), Some(&self.interrupt));
         match waited {
-            Ok(()) => self.read(max_bytes),
-            Err(Error::Timeout { .. }) => Ok(Vec::new()),
+            Ok(()) => Ok(true),
+            Err(Error::Timeout { .. }) => Ok(false),
             Err(Error::Interrupted) => {
                 self.interrupt.store(false, Ordering::SeqCst);
                 Err(Error::Interrupted)

@@ -57,9 +57,9 @@ fn every(
 /// dispatched below that offset is exactly what was flushed.
 pub(crate) fn checkpoint(inner: &StoreInner) -> StoreResult<()> {
     let dispatched = {
-        let mut output = inner.output.lock();
+        let mut state = inner.dispatch.lock();
         let dispatched = inner.progress.dispatched();
-        let flushed = output.flush();
+        let flushed = state.output.flush();
         if let Err(error) = flushed {
             Counters::bump(&inner.counters.background_failures);
             return Err(error);

@@ -46,8 +46,9 @@ impl<'a> DispatchRequest<'a> {
     }
 }
 
-/// Receives every dispatched message, in commit-log order, on the dispatcher thread. Must not
-/// block for long: dispatch (and so `put`'s read-your-writes) waits for it. After a restart a
+/// Receives every dispatched message, in commit-log order, one call at a time under the store's
+/// dispatch lock — on the dispatcher thread, or on a thread whose `put` dispatches its own
+/// message. Must not block for long: dispatch (and so `put`'s read-your-writes) waits for it. After a restart a
 /// message may be dispatched again (dispatch resumes from the store checkpoint): a dispatcher
 /// must tolerate seeing an offset twice.
 pub trait Dispatch: Send {

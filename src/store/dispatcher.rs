@@ -4,9 +4,11 @@
 //! the index builder and the user's dispatchers. Dispatch is idempotent (a queue skips what it
 //! holds, the index what it indexed), so after a crash it restarts from the store checkpoint.
 //!
-//! A failing dispatch (a full disk at a new queue file) is retried from the message that failed,
-//! after a pause that grows to a second; meanwhile puts waiting for their messages are told
-//! (`StoreError::DispatchFailed`).
+//! Whoever holds the dispatch lock dispatches: the dispatcher thread, woken by the log when
+//! something becomes visible, or a `put` waiting for its own message (no hand-off between threads
+//! on the put path). A failing dispatch (a full disk at a new queue file) is retried by the thread
+//! from the message that failed, after a pause that grows to a second; meanwhile puts waiting for
+//! their messages are told (`StoreError::DispatchFailed`).
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -24,7 +26,7 @@ use crate::store::long_poll::LongPolls;
 use crate::store::message::{StoredMessage, validate_topic};
 use crate::store::metrics::Counters;
 use crate::store::queues::Queues;
-use crate::store::state::StoreInner;
+use crate::store::state::{DispatchState, StoreInner};
 
 /// Bytes of batches the dispatcher reads at once.
 const READ_BYTES: usize = 1 << 20;
@@ -102,8 +104,12 @@ impl Dispatch for IndexBuilder {
 
 /// Dispatches the messages of `batches` from `inner.progress` on, advancing it batch by batch.
 /// On a failure the cursor is moved back to the message that failed and the error returned.
-fn dispatch_batches(inner: &StoreInner, clock: &Clock, batches: &[BatchView], cursor: &mut Cursor) -> StoreResult<()> {
-    let mut output = inner.output.lock();
+fn dispatch_batches(
+    inner: &StoreInner,
+    clock: &Clock,
+    batches: &[BatchView],
+    state: &mut DispatchState,
+) -> StoreResult<()> {
     let mut next = inner.progress.dispatched();
     for batch in batches {
         for record in batch.records() {
@@ -112,7 +118,7 @@ fn dispatch_batches(inner: &StoreInner, clock: &Clock, batches: &[BatchView], cu
             }
             let result = match StoredMessage::decode(record.clone()) {
                 Ok(message) if validate_topic(message.topic()).is_ok() => {
-                    let dispatched = output.dispatch(&DispatchRequest::of(&message));
+                    let dispatched = state.output.dispatch(&DispatchRequest::of(&message));
                     if dispatched.is_ok() {
                         inner.counters.dispatch_lag(clock.now_ms() - message.timestamp_ms());
                     }
@@ -135,7 +141,7 @@ fn dispatch_batches(inner: &StoreInner, clock: &Clock, batches: &[BatchView], cu
             };
             if let Err(error) = result {
                 inner.progress.advance(next);
-                cursor.seek(next);
+                state.cursor.seek(next);
                 return Err(error);
             }
             next = record.offset() + 1;
@@ -146,14 +152,18 @@ fn dispatch_batches(inner: &StoreInner, clock: &Clock, batches: &[BatchView], cu
     Ok(())
 }
 
-/// Dispatches everything visible, on the caller's thread (`open`, before it returns, and `close`).
-pub(crate) fn catch_up(inner: &StoreInner, cursor: &mut Cursor) -> StoreResult<()> {
+/// Dispatches everything visible now, under the dispatch lock (`state`).
+pub(crate) fn dispatch_visible(inner: &StoreInner, state: &mut DispatchState) -> StoreResult<()> {
     let clock = inner.log.config().clock.clone();
     loop {
-        let batches = match cursor.next_batch(READ_BYTES) {
+        let batches = match state.cursor.next_batch(READ_BYTES) {
             Ok(batches) => batches,
-            Err(Error::OffsetOutOfRange { start, .. }) if cursor.position() < start => {
-                skip_removed(inner, cursor, start);
+            Err(Error::OffsetOutOfRange { start, .. }) if state.cursor.position() < start => {
+                // Retention removed messages before dispatch reached them.
+                let from = state.cursor.position();
+                tracing::warn!(from, to = start, "messages removed by retention before they were dispatched");
+                state.cursor.seek(start);
+                inner.progress.advance(start);
                 continue;
             }
             Err(error) => return Err(error.into()),
@@ -161,66 +171,88 @@ pub(crate) fn catch_up(inner: &StoreInner, cursor: &mut Cursor) -> StoreResult<(
         if batches.is_empty() {
             return Ok(());
         }
-        dispatch_batches(inner, &clock, &batches, cursor)?;
+        dispatch_batches(inner, &clock, &batches, state)?;
     }
 }
 
-/// Retention removed messages before dispatch reached them: dispatch goes on from the log's start.
-fn skip_removed(inner: &StoreInner, cursor: &mut Cursor, start: u64) {
-    tracing::warn!(from = cursor.position(), to = start, "messages removed by retention before they were dispatched");
-    cursor.seek(start);
-    inner.progress.advance(start);
+/// Dispatches everything visible, on the caller's thread (`open`, before it returns, and `close`).
+pub(crate) fn catch_up(inner: &StoreInner) -> StoreResult<()> {
+    dispatch_visible(inner, &mut inner.dispatch.lock())
 }
 
-/// The dispatcher thread; stopping it returns its cursor, so `close` can dispatch the rest.
+/// Returns once the message at `log_offset` (stored, and durable if the flush policy makes puts
+/// wait for that) is dispatched: if no other thread has dispatched it, this one does, under the
+/// dispatch lock — a put reads its own write without handing off to the dispatcher thread and
+/// back. A failure is the dispatcher thread's to retry: the caller gets
+/// `StoreError::DispatchFailed`.
+pub(crate) fn dispatch_through(inner: &StoreInner, log_offset: u64) -> StoreResult<()> {
+    let progress = &inner.progress;
+    if progress.dispatched() > log_offset {
+        return Ok(());
+    }
+    {
+        let mut state = inner.dispatch.lock();
+        if progress.dispatched() > log_offset {
+            return Ok(());
+        }
+        if let Err(error) = dispatch_visible(inner, &mut state) {
+            Counters::bump(&inner.counters.dispatch_failures);
+            progress.fail(error.to_string());
+            return Err(StoreError::DispatchFailed { log_offset, reason: error.to_string() });
+        }
+    }
+    // Not visible yet (a flush policy that shows appends only once synced): the dispatcher
+    // thread dispatches it when it is.
+    progress.wait_past(log_offset, None).map(|_| ())
+}
+
+/// The dispatcher thread: waits with a cursor of its own until the log shows something past what
+/// is dispatched, then dispatches under the dispatch lock (unless a put did meanwhile).
 pub(crate) struct Dispatcher {
-    thread: JoinHandle<Cursor>,
+    thread: JoinHandle<()>,
     interrupt: CursorInterrupt,
 }
 
 impl Dispatcher {
-    /// Starts the thread at `cursor`'s position.
-    pub(crate) fn spawn(inner: Arc<StoreInner>, cursor: Cursor) -> Result<Dispatcher> {
-        let interrupt = cursor.interrupter();
+    /// Starts the thread.
+    pub(crate) fn spawn(inner: Arc<StoreInner>) -> Result<Dispatcher> {
+        let waiter = inner.log.cursor(inner.progress.dispatched())?;
+        let interrupt = waiter.interrupter();
         let thread = std::thread::Builder::new()
             .name("strata-dispatch".into())
-            .spawn(move || run(&inner, cursor))
+            .spawn(move || run(&inner, waiter))
             .map_err(Error::io("spawn the dispatcher thread", "strata-dispatch"))?;
         Ok(Dispatcher { thread, interrupt })
     }
 
-    /// Stops the thread and returns its cursor; `Error::Panicked` if it panicked.
-    pub(crate) fn stop(self, inner: &StoreInner) -> Result<Cursor> {
+    /// Stops the thread; `Error::Panicked` if it panicked.
+    pub(crate) fn stop(self, inner: &StoreInner) -> Result<()> {
         inner.progress.halt();
         self.interrupt.interrupt();
         self.thread.join().map_err(|payload| Error::panicked("the dispatcher thread", payload.as_ref()))
     }
 }
 
-fn run(inner: &StoreInner, mut cursor: Cursor) -> Cursor {
-    let clock = inner.log.config().clock.clone();
+fn run(inner: &StoreInner, mut waiter: Cursor) {
     let mut retry = FIRST_RETRY;
     while !inner.progress.is_halting() {
-        let result = match cursor.next_batch_wait(READ_BYTES, IDLE_WAIT) {
-            Ok(batches) => dispatch_batches(inner, &clock, &batches, &mut cursor),
-            Err(Error::Interrupted) => continue,
+        waiter.seek(inner.progress.dispatched());
+        let result = match waiter.wait_visible(IDLE_WAIT) {
+            Ok(false) | Err(Error::Interrupted) => continue,
             Err(Error::Closed) => break,
-            Err(Error::OffsetOutOfRange { start, .. }) if cursor.position() < start => {
-                skip_removed(inner, &mut cursor, start);
-                continue;
-            }
+            // Visible, or removed by retention (dispatch moves past it).
+            Ok(true) | Err(Error::OffsetOutOfRange { .. }) => dispatch_visible(inner, &mut inner.dispatch.lock()),
             Err(error) => Err(StoreError::Log(error)),
         };
         match result {
             Ok(()) => retry = FIRST_RETRY,
             Err(error) => {
                 Counters::bump(&inner.counters.dispatch_failures);
-                tracing::error!(%error, at = cursor.position(), retry_in = ?retry, "dispatch failed; retrying");
+                tracing::error!(%error, at = inner.progress.dispatched(), retry_in = ?retry, "dispatch failed; retrying");
                 inner.progress.fail(error.to_string());
                 inner.progress.pause(retry);
                 retry = (retry * 2).min(LONGEST_RETRY);
             }
         }
     }
-    cursor
 }

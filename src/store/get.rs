@@ -164,7 +164,9 @@ fn get(
     let mut messages = Vec::with_capacity(max.min(64));
     let mut next = queue_offset;
     'examine: while next < last && messages.len() < max {
-        let entries = queue.entries(next, (last - next).min(ENTRIES_AT_ONCE) as usize)?;
+        // Unfiltered, the entries still wanted are enough (more only if records are gone).
+        let wanted = if tag.is_none() { (max - messages.len()) as u64 } else { ENTRIES_AT_ONCE };
+        let entries = queue.entries(next, (last - next).min(wanted.clamp(1, ENTRIES_AT_ONCE)) as usize)?;
         if entries.is_empty() {
             break; // retention moved the queue's start past `next` meanwhile
         }

@@ -66,11 +66,11 @@ impl MessageStore {
     /// Errors: `Error::InvalidConfig`, `Error::Locked` if another store or log has it open, and
     /// the log's errors.
     pub fn open(root: impl AsRef<Path>, config: StoreConfig) -> StoreResult<MessageStore> {
-        let (inner, cursor) = recovery::open(root.as_ref(), config)?;
+        let inner = recovery::open(root.as_ref(), config)?;
         let inner = Arc::new(inner);
         let events = EventManager::start("strata-store")?;
         background::schedule(&inner, &events.handle());
-        let dispatcher = Dispatcher::spawn(Arc::clone(&inner), cursor)?;
+        let dispatcher = Dispatcher::spawn(Arc::clone(&inner))?;
         Ok(MessageStore { shared: Some(inner), dispatcher: Some(dispatcher), events: Some(events) })
     }
 
@@ -114,7 +114,7 @@ impl MessageStore {
     /// store's own consume-queue and index builders (Flink's `Output`). See [`Dispatch`] for what
     /// it must tolerate.
     pub fn register_dispatcher(&self, dispatcher: Box<dyn Dispatch>) {
-        self.inner().output.lock().inner_mut().push(dispatcher);
+        self.inner().dispatch.lock().output.inner_mut().push(dispatcher);
     }
 
     /// The commit log's first offset: messages below it are gone (retention,
@@ -228,11 +228,10 @@ impl Drop for MessageStore {
 /// and a last checkpoint and offsets write run. The first failure is returned; every step runs.
 fn finish(inner: &StoreInner, dispatcher: Option<Dispatcher>, events: Option<EventManager>) -> StoreResult<()> {
     let flushed = inner.log.flush();
-    let stopped = dispatcher.map(|dispatcher| dispatcher.stop(inner));
+    let stopped = dispatcher.map_or(Ok(()), |dispatcher| dispatcher.stop(inner));
     let caught_up = match (flushed, stopped) {
-        (Ok(()), Some(Ok(mut cursor))) => dispatcher::catch_up(inner, &mut cursor),
-        (Err(error), _) | (_, Some(Err(error))) => Err(error.into()),
-        (Ok(()), None) => Ok(()),
+        (Ok(()), Ok(())) => dispatcher::catch_up(inner),
+        (Err(error), _) | (_, Err(error)) => Err(error.into()),
     };
     inner.progress.stop();
     inner.long_polls.close();

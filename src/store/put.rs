@@ -6,11 +6,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::config::FlushPolicy;
+use crate::log::AppendInfo;
+use crate::store::dispatcher::dispatch_through;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::message::{FixedFields, Message};
 use crate::store::message_store::MessageStore;
 use crate::store::progress::Progress;
 use crate::store::state::StoreInner;
+
+/// How long a put waits for durability: as `Log::append`, until it is durable or the log fails.
+const FOREVER: Duration = Duration::from_secs(u32::MAX as u64);
 
 /// Where a put message is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -71,13 +77,16 @@ impl MessageStore {
     /// `StoreError::DispatchFailed`, or the log's failure to make it durable (the log is
     /// poisoned: reopen).
     pub fn put(&self, message: &Message) -> StoreResult<PutResult> {
-        self.put_nowait(message)?.wait()
+        let stored = self.put_all(std::slice::from_ref(message))?;
+        self.settle(stored)
     }
 
     /// Stores `message` and returns without waiting for durability or dispatch; the handle says
     /// where it went and waits for it. Puts from one thread are numbered in call order.
     pub fn put_nowait(&self, message: &Message) -> StoreResult<PutHandle> {
-        self.put_all(std::slice::from_ref(message))
+        let stored = self.put_all(std::slice::from_ref(message))?;
+        let progress = Arc::clone(&self.inner().progress);
+        Ok(PutHandle { result: stored.result, last_log_offset: stored.info.last_offset, progress })
     }
 
     /// Puts `messages`, all for one topic and queue, as one batch of the commit log: all or
@@ -87,13 +96,25 @@ impl MessageStore {
         if messages.is_empty() {
             return Ok(Vec::new());
         }
-        let first = self.put_all(messages)?.wait()?;
+        let stored = self.put_all(messages)?;
+        let first = self.settle(stored)?;
         let results = (0..messages.len() as u64)
             .map(|i| PutResult { log_offset: first.log_offset + i, queue_offset: first.queue_offset + i });
         Ok(results.collect())
     }
 
-    fn put_all(&self, messages: &[Message]) -> StoreResult<PutHandle> {
+    /// Waits for a stored batch: durable (under `FlushPolicy::Always`, leading the group commit
+    /// if no one else does), then dispatched — by this thread if no other did it first.
+    fn settle(&self, stored: Stored) -> StoreResult<PutResult> {
+        let inner = self.inner();
+        if inner.config.log.flush_policy == FlushPolicy::Always {
+            inner.log.wait_batch_durable(&stored.info, FOREVER)?;
+        }
+        dispatch_through(inner, stored.info.last_offset)?;
+        Ok(stored.result)
+    }
+
+    fn put_all(&self, messages: &[Message]) -> StoreResult<Stored> {
         let inner = self.inner();
         let put = check(inner, messages).and_then(|()| append(inner, messages));
         let counter = if put.is_ok() { &inner.counters.puts } else { &inner.counters.put_failures };
@@ -120,8 +141,14 @@ fn check(inner: &StoreInner, messages: &[Message]) -> StoreResult<()> {
     Ok(())
 }
 
+/// A batch appended, not yet waited for.
+struct Stored {
+    result: PutResult,
+    info: AppendInfo,
+}
+
 /// Numbers `messages` (one topic and queue) and appends them under the put lock.
-fn append(inner: &StoreInner, messages: &[Message]) -> StoreResult<PutHandle> {
+fn append(inner: &StoreInner, messages: &[Message]) -> StoreResult<Stored> {
     let Some(first) = messages.first() else { unreachable!("put_all is never called with no messages") };
     let (topic, queue_id) = (first.topic(), first.queue_id());
     let mut next = inner.puts.next.lock();
@@ -140,9 +167,5 @@ fn append(inner: &StoreInner, messages: &[Message]) -> StoreResult<PutHandle> {
     let info = inner.log.append_nowait(&records)?;
     *slot += messages.len() as u64;
     drop(next);
-    Ok(PutHandle {
-        result: PutResult { log_offset: info.base_offset, queue_offset },
-        last_log_offset: info.last_offset,
-        progress: Arc::clone(&inner.progress),
-    })
+    Ok(Stored { result: PutResult { log_offset: info.base_offset, queue_offset }, info })
 }

@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 
 use crate::error::Error;
 use crate::format::{STORE_COMMIT_LOG_DIR, STORE_CONSUME_QUEUE_DIR, STORE_INDEX_DIR};
-use crate::log::{Cursor, Log};
+use crate::log::Log;
 use crate::storage;
 use crate::store::background;
 use crate::store::checkpoint;
@@ -27,10 +27,10 @@ use crate::store::metrics::Counters;
 use crate::store::progress::Progress;
 use crate::store::queues::Queues;
 use crate::store::state::PutOffsets;
-use crate::store::state::StoreInner;
+use crate::store::state::{DispatchState, StoreInner};
 
-/// Opens and recovers the store in `root`; returns it with the cursor dispatch goes on from.
-pub(crate) fn open(root: &Path, config: StoreConfig) -> StoreResult<(StoreInner, Cursor)> {
+/// Opens and recovers the store in `root`.
+pub(crate) fn open(root: &Path, config: StoreConfig) -> StoreResult<StoreInner> {
     config.validate()?;
     storage::prepare_dir(root)?;
     // The log's directory lock keeps a second store (or log) out.
@@ -75,7 +75,7 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> StoreResult<(StoreInner,
         // would leave it undone for good.
         checkpoint::write(root, from)?;
     }
-    let mut cursor = log.cursor(from)?;
+    let cursor = log.cursor(from)?;
 
     let (queues, index) = (Arc::new(queues), Arc::new(index));
     let (long_polls, counters, dispatched) =
@@ -97,13 +97,13 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> StoreResult<(StoreInner,
         puts: PutOffsets::default(),
         progress: Arc::new(Progress::new(from)),
         long_polls,
-        output: Mutex::new(CountingOutput::new(output, Arc::clone(&dispatched))),
+        dispatch: Mutex::new(DispatchState { cursor, output: CountingOutput::new(output, Arc::clone(&dispatched)) }),
         dispatched,
         counters,
         last_checkpoint: AtomicU64::new(u64::MAX),
         last_swept_start: AtomicU64::new(0),
     };
-    dispatcher::catch_up(&inner, &mut cursor)?;
+    dispatcher::catch_up(&inner)?;
     background::sweep(&inner)?;
     for (_, topic, queue_id, _) in inner.offsets.all() {
         let end = inner.queues.get(&topic, queue_id).map_or(0, |queue| queue.max_offset());
@@ -116,7 +116,7 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> StoreResult<(StoreInner,
         root = %inner.root.display(), queues = inner.queues.count(), index_files = inner.index.file_count(),
         dispatched_from = from, log_next, "message store open"
     );
-    Ok((inner, cursor))
+    Ok(inner)
 }
 
 /// Opens the index; a damaged file discards the whole index, which is rebuilt (logged). Returns

@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicU64;
 
 use parking_lot::Mutex;
 
-use crate::log::Log;
+use crate::log::{Cursor, Log};
 use crate::store::config::StoreConfig;
 use crate::store::consumer_offsets::ConsumerOffsets;
 use crate::store::dispatch::{BroadcastingOutput, CountingOutput};
@@ -33,14 +33,23 @@ pub(crate) struct StoreInner {
     pub(crate) puts: PutOffsets,
     pub(crate) progress: Arc<Progress>,
     pub(crate) long_polls: Arc<LongPolls>,
-    /// Every dispatcher, the store's own first; held while a batch is dispatched and while they
-    /// are flushed for a checkpoint.
-    pub(crate) output: Mutex<CountingOutput<BroadcastingOutput>>,
+    /// The dispatch lock: the cursor dispatch reads with and every dispatcher. Held while
+    /// messages are dispatched (by the dispatcher thread, or by a put dispatching its own
+    /// message) and while the dispatchers are flushed for a checkpoint.
+    pub(crate) dispatch: Mutex<DispatchState>,
     pub(crate) dispatched: Arc<AtomicU64>,
     pub(crate) counters: Arc<Counters>,
     /// The last store checkpoint written, and the log start the last retention sweep saw.
     pub(crate) last_checkpoint: AtomicU64,
     pub(crate) last_swept_start: AtomicU64,
+}
+
+/// What the dispatch lock guards.
+pub(crate) struct DispatchState {
+    /// Where dispatch reads next (at `progress.dispatched()` between dispatches).
+    pub(crate) cursor: Cursor,
+    /// Every dispatcher, the store's own first.
+    pub(crate) output: CountingOutput<BroadcastingOutput>,
 }
 
 /// The put lock and what it guards: the next queue offset of every queue put to since open (a
