@@ -201,13 +201,20 @@ pub(crate) fn dispatch_through(inner: &StoreInner, log_offset: u64) -> StoreResu
             return Err(StoreError::DispatchFailed { log_offset, reason: error.to_string() });
         }
     }
-    // Not visible yet (a flush policy that shows appends only once synced): the dispatcher
-    // thread dispatches it when it is.
+    if progress.dispatched() > log_offset {
+        return Ok(());
+    }
+    // Not visible yet (not durable yet under `Always`: a put_batch's wait ended early?): the
+    // dispatcher thread dispatches it when it is.
+    progress.want(log_offset);
     progress.wait_past(log_offset, None).map(|_| ())
 }
 
-/// The dispatcher thread: waits with a cursor of its own until the log shows something past what
-/// is dispatched, then dispatches under the dispatch lock (unless a put did meanwhile).
+/// The dispatcher thread: dispatches what no put dispatches itself (`Progress::want`: a
+/// `put_nowait`'s message, a retry after a failure). It sleeps until asked, then waits with a
+/// cursor of its own until the log shows the message (durable, under `Always`), and dispatches
+/// under the dispatch lock (unless a put did meanwhile). A put that dispatches its own message
+/// wakes no thread.
 pub(crate) struct Dispatcher {
     thread: JoinHandle<()>,
     interrupt: CursorInterrupt,
@@ -235,7 +242,7 @@ impl Dispatcher {
 
 fn run(inner: &StoreInner, mut waiter: Cursor) {
     let mut retry = FIRST_RETRY;
-    while !inner.progress.is_halting() {
+    while inner.progress.wait_for_work() {
         waiter.seek(inner.progress.dispatched());
         let result = match waiter.wait_visible(IDLE_WAIT) {
             Ok(false) | Err(Error::Interrupted) => continue,

@@ -17,7 +17,11 @@ pub(crate) struct Progress {
     /// The dispatcher thread is asked to stop (its pauses end at once).
     halting: AtomicBool,
     state: Mutex<State>,
+    /// Waiters for dispatch (puts, handles, retry pauses).
     changed: Condvar,
+    /// The dispatcher thread, waiting to be asked for something (not woken by progress: a put
+    /// that dispatches its own message wakes no thread).
+    work: Condvar,
 }
 
 struct State {
@@ -25,6 +29,9 @@ struct State {
     dispatched: u64,
     /// Why dispatch is stuck at `dispatched`, until it moves again.
     failure: Option<String>,
+    /// The dispatcher thread must dispatch up to here: messages no put dispatches itself
+    /// (`put_nowait`, a put whose message was not visible yet, a failed dispatch to retry).
+    wanted: u64,
     /// The dispatcher stopped for good (the store is closing).
     stopped: bool,
 }
@@ -35,8 +42,9 @@ impl Progress {
         Progress {
             dispatched: AtomicU64::new(offset),
             halting: AtomicBool::new(false),
-            state: Mutex::new(State { dispatched: offset, failure: None, stopped: false }),
+            state: Mutex::new(State { dispatched: offset, failure: None, wanted: offset, stopped: false }),
             changed: Condvar::new(),
+            work: Condvar::new(),
         }
     }
 
@@ -58,17 +66,48 @@ impl Progress {
         self.changed.notify_all();
     }
 
-    /// Dispatch is stuck at its current offset because of `reason` (it retries): the waiters for
-    /// messages at or past it are told.
+    /// Dispatch is stuck at its current offset because of `reason` (the dispatcher thread
+    /// retries): the waiters for messages at or past it are told.
     pub(crate) fn fail(&self, reason: String) {
-        self.state.lock().failure = Some(reason);
+        let mut state = self.state.lock();
+        state.failure = Some(reason);
+        state.wanted = state.wanted.max(state.dispatched + 1);
+        drop(state);
         self.changed.notify_all();
+        self.work.notify_all();
+    }
+
+    /// Asks the dispatcher thread to dispatch the message at `log_offset` (and what is before it).
+    pub(crate) fn want(&self, log_offset: u64) {
+        let mut state = self.state.lock();
+        if log_offset < state.wanted || log_offset < state.dispatched {
+            return;
+        }
+        state.wanted = log_offset + 1;
+        drop(state);
+        self.work.notify_all();
+    }
+
+    /// The dispatcher thread's wait: until something it must dispatch is not dispatched yet, or
+    /// it is asked to stop (`false`).
+    pub(crate) fn wait_for_work(&self) -> bool {
+        let mut state = self.state.lock();
+        loop {
+            if self.is_halting() || state.stopped {
+                return false;
+            }
+            if state.wanted > state.dispatched {
+                return true;
+            }
+            self.work.wait(&mut state);
+        }
     }
 
     /// The dispatcher stopped for good: waiters for what it did not reach get `Error::Closed`.
     pub(crate) fn stop(&self) {
         self.state.lock().stopped = true;
         self.changed.notify_all();
+        self.work.notify_all();
     }
 
     /// Asks the dispatcher thread to stop (ending its pause); waiters go on waiting, for the
@@ -77,6 +116,7 @@ impl Progress {
         let _state = self.state.lock();
         self.halting.store(true, Ordering::SeqCst);
         self.changed.notify_all();
+        self.work.notify_all();
     }
 
     /// Whether the dispatcher thread was asked to stop.

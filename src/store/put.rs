@@ -86,6 +86,8 @@ impl MessageStore {
     pub fn put_nowait(&self, message: &Message) -> StoreResult<PutHandle> {
         let stored = self.put_all(std::slice::from_ref(message))?;
         let progress = Arc::clone(&self.inner().progress);
+        // Nobody waits to dispatch it: the dispatcher thread does.
+        progress.want(stored.info.last_offset);
         Ok(PutHandle { result: stored.result, last_log_offset: stored.info.last_offset, progress })
     }
 

@@ -131,7 +131,7 @@ pub struct PutSummary {
 }
 
 /// Puts one message per line of `input` (the line without its `\n` or `\r\n` is the body), waiting
-/// for them to be durable and dispatched every [`PUT_WAIT_EVERY`] lines and at the end. Input is
+/// for them to be durable and dispatched every `PUT_WAIT_EVERY` lines and at the end. Input is
 /// read on its own thread, so a stop (Ctrl-C) is noticed while it waits for a line.
 pub fn put(
     store: &MessageStore,
