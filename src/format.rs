@@ -173,6 +173,9 @@ pub const INDEX_FILE_SLOT_COUNT_POS: usize = INDEX_FILE_END_LOG_OFFSET_POS + 8;
 pub const INDEX_FILE_INDEX_COUNT_POS: usize = INDEX_FILE_SLOT_COUNT_POS + 4;
 /// IndexFile header: begin/end timestamps, begin/end log offsets, slot count, index count.
 pub const INDEX_FILE_HEADER_LEN: usize = INDEX_FILE_INDEX_COUNT_POS + 4;
+/// The most hash slots an index file may have (2^28: a 1 GiB slot table, held in memory while the
+/// file is active); a header claiming more is damage.
+pub const INDEX_FILE_MAX_SLOTS: u32 = 1 << 28;
 const _: () = assert!(INDEX_FILE_HEADER_LEN == 40);
 /// IndexFile hash slot: the latest entry number for the slot (0: none).
 pub const INDEX_FILE_SLOT_LEN: usize = 4;

@@ -2,7 +2,7 @@
 
 use crate::config::{CleanupPolicy, LogConfig, check};
 use crate::error::{Error, Result};
-use crate::format::{BATCH_HEADER_LEN, CQ_ENTRIES_PER_FILE};
+use crate::format::{BATCH_HEADER_LEN, CQ_ENTRIES_PER_FILE, INDEX_FILE_MAX_SLOTS};
 
 /// How a `MessageStore` is laid out and behaves. `StoreConfig::default()` is RocketMQ's
 /// defaults where they apply.
@@ -59,7 +59,7 @@ impl StoreConfig {
             return Err(Error::InvalidConfig { field: "log.cleanup_policy", reason });
         }
         check("queue_entries_per_file", self.queue_entries_per_file, 1, u64::from(u32::MAX))?;
-        check("index_slots", u64::from(self.index_slots), 1, u64::from(u32::MAX))?;
+        check("index_slots", u64::from(self.index_slots), 1, u64::from(INDEX_FILE_MAX_SLOTS))?;
         check("index_entries", u64::from(self.index_entries), 2, u64::from(u32::MAX))?;
         check("max_queues_per_topic", u64::from(self.max_queues_per_topic), 1, u64::from(u32::MAX))?;
         // One message alone in its batch must fit the log's batch limit.

@@ -59,7 +59,8 @@ use crate::format::{
     INDEX_ENTRY_KEY_HASH_POS, INDEX_ENTRY_LOG_OFFSET_POS, INDEX_ENTRY_PREV_POS, INDEX_ENTRY_TIME_DIFF_POS,
     INDEX_FILE_BEGIN_LOG_OFFSET_POS, INDEX_FILE_BEGIN_TIMESTAMP_POS, INDEX_FILE_END_LOG_OFFSET_POS,
     INDEX_FILE_END_TIMESTAMP_POS, INDEX_FILE_ENTRY_LEN, INDEX_FILE_HEADER_LEN, INDEX_FILE_INDEX_COUNT_POS,
-    INDEX_FILE_SLOT_COUNT_POS, INDEX_FILE_SLOT_LEN, INDEX_FILE_SUFFIX, file_name, parse_file_name,
+    INDEX_FILE_MAX_SLOTS, INDEX_FILE_SLOT_COUNT_POS, INDEX_FILE_SLOT_LEN, INDEX_FILE_SUFFIX, file_name,
+    parse_file_name,
 };
 use crate::storage::{self, MappedFile};
 use crate::store::hash::fnv1a_64;
@@ -162,8 +163,9 @@ pub(crate) const fn index_file_len(slots: u32, entries: u32) -> u64 {
 /// `Error::InvalidConfig` unless a file of `slots` slots and `entries` entries can be made: at
 /// least one slot, and room for one entry besides the unused entry 0.
 fn check_sizes(slots: u32, entries: u32) -> Result<()> {
-    if slots == 0 {
-        return Err(Error::InvalidConfig { field: "index_slots", reason: "must be at least 1".to_owned() });
+    if slots == 0 || slots > INDEX_FILE_MAX_SLOTS {
+        let reason = format!("must be 1 to {INDEX_FILE_MAX_SLOTS} (the active file's slots are held in memory)");
+        return Err(Error::InvalidConfig { field: "index_slots", reason });
     }
     if entries < 2 {
         let reason = "must be at least 2 (entry 0 is never used)".to_owned();
@@ -822,6 +824,10 @@ fn check_header(path: &Path, header: &IndexHeader, file_len: u64) -> Result<u32>
     if header.slot_count == 0 {
         return Err(bad(INDEX_FILE_SLOT_COUNT_POS, "index file has hash_slot_count 0"));
     }
+    if header.slot_count > INDEX_FILE_MAX_SLOTS {
+        // The active file's slot table is held in memory: a hostile count must not exhaust it.
+        return Err(bad(INDEX_FILE_SLOT_COUNT_POS, "index file has more hash slots than an index file may have"));
+    }
     let smallest = index_file_len(header.slot_count, 2);
     if file_len < smallest {
         return Err(Error::corrupt(path, file_len, Corruption::ShortFile { len: file_len, expected: smallest }));
@@ -1116,6 +1122,34 @@ mod tests {
 
     fn all_in(files: &IndexFiles, key_hash: u32) -> Vec<u64> {
         files.query(key_hash, i64::MIN, i64::MAX, usize::MAX).expect("query")
+    }
+
+    #[test]
+    fn a_header_claiming_too_many_slots_is_damage_not_an_allocation() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let slots = INDEX_FILE_MAX_SLOTS + 1;
+        let header = IndexHeader {
+            begin_timestamp_ms: 0,
+            end_timestamp_ms: 0,
+            begin_log_offset: 0,
+            end_log_offset: 0,
+            slot_count: slots,
+            index_count: 0,
+        };
+        let path = dir.path().join(file_name(0, INDEX_FILE_SUFFIX));
+        std::fs::write(&path, header.encode()).expect("write");
+        // Sparse: the length a file of that many slots would have, without its blocks.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .expect("open")
+            .set_len(index_file_len(slots, 2))
+            .expect("len");
+        assert!(matches!(IndexFile::open(&path), Err(Error::Corrupt { .. })));
+        assert!(matches!(
+            IndexFiles::open(dir.path(), slots, 4),
+            Err(Error::InvalidConfig { field: "index_slots", .. })
+        ));
     }
 
     #[test]
