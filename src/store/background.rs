@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::events::EventHandle;
 use crate::store::checkpoint;
 use crate::store::dispatch::Dispatch;
+use crate::store::dispatcher;
 use crate::store::error::StoreResult;
 use crate::store::metrics::Counters;
 use crate::store::state::StoreInner;
@@ -53,19 +54,21 @@ fn every(
 }
 
 /// Flushes every dispatcher and writes the store checkpoint: the offset below which every
-/// message's queue and index entries are durable. The dispatchers are held meanwhile, so what was
-/// dispatched below that offset is exactly what was flushed.
+/// message's queue and index entries are durable. The user's dispatchers are flushed under the
+/// dispatch lock (their `flush` needs it), so what they were given below that offset is what they
+/// flushed. The queues and the index are flushed after it is released: each flush makes durable
+/// every entry appended before it began, which covers every message below the offset, and puts
+/// (which dispatch under that lock) do not wait for those fsyncs — with many queues, one per queue.
 pub(crate) fn checkpoint(inner: &StoreInner) -> StoreResult<()> {
     let dispatched = {
         let mut state = inner.dispatch.lock();
         let dispatched = inner.progress.dispatched();
-        let flushed = state.output.flush();
-        if let Err(error) = flushed {
-            Counters::bump(&inner.counters.background_failures);
-            return Err(error);
-        }
-        dispatched
+        state.output.flush().map(|()| dispatched)
     };
+    let queues = dispatcher::flush_queues(&inner.queues);
+    let index = inner.index.flush();
+    let flushed = dispatched.and_then(|dispatched| Ok(queues.and(index).map(|()| dispatched)?));
+    let dispatched = flushed.inspect_err(|_| Counters::bump(&inner.counters.background_failures))?;
     if dispatched == inner.last_checkpoint.load(Ordering::Acquire) {
         return Ok(());
     }

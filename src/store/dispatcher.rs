@@ -72,16 +72,21 @@ impl Dispatch for QueueBuilder {
         Ok(())
     }
 
-    fn flush(&mut self) -> StoreResult<()> {
-        let mut first = Ok(());
-        for (_, _, queue) in self.queues.all() {
-            let flushed = ConsumeQueue::flush(&queue);
-            if first.is_ok() {
-                first = flushed.map(|_| ());
-            }
+    // No `flush`: the checkpoint flushes the queues itself ([`flush_queues`]) after releasing
+    // the dispatch lock, so puts do not wait for those fsyncs.
+}
+
+/// Makes every entry appended to any queue so far durable; the first failure is returned, every
+/// queue is flushed.
+pub(crate) fn flush_queues(queues: &Queues) -> Result<()> {
+    let mut first = Ok(());
+    for (_, _, queue) in queues.all() {
+        let flushed = ConsumeQueue::flush(&queue);
+        if first.is_ok() {
+            first = flushed.map(|_| ());
         }
-        Ok(first?)
     }
+    first
 }
 
 /// Builds the index: one entry per key of each message.
@@ -97,9 +102,7 @@ impl Dispatch for IndexBuilder {
         Ok(())
     }
 
-    fn flush(&mut self) -> StoreResult<()> {
-        Ok(self.index.flush()?)
-    }
+    // No `flush`: the checkpoint flushes the index itself after releasing the dispatch lock.
 }
 
 /// Dispatches the messages of `batches` from `inner.progress` on, advancing it batch by batch.

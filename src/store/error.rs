@@ -36,7 +36,7 @@ pub enum StoreError {
     /// A property, tag or key the store cannot hold as given.
     #[error("invalid {what} {name:?}: {reason}")]
     InvalidField {
-        /// `"property"`, `"tag"` or `"key"`.
+        /// `"property"`, `"tag"`, `"key"` or `"keys"` (too many).
         what: &'static str,
         /// The name or value given.
         name: String,

@@ -106,21 +106,24 @@ impl MessageStore {
         timeout: Duration,
     ) -> StoreResult<GetResult> {
         let inner = self.inner();
-        let deadline = Instant::now() + timeout;
+        // A timeout too long to add to now (`Duration::MAX`) is no limit, not a panic.
+        let deadline = Instant::now().checked_add(timeout);
+        let before_deadline = || deadline.is_none_or(|deadline| Instant::now() < deadline);
         let mut offset = queue_offset;
         loop {
             let got = self.get_messages(topic, queue_id, offset, max, tag)?;
             let at_end = matches!(got.status, GetStatus::NoNewMessage | GetStatus::NoMatchedMessage)
                 && got.next_queue_offset >= got.max_queue_offset;
             if !got.messages.is_empty() || !at_end || max == 0 {
-                if got.messages.is_empty() && got.status == GetStatus::NoMatchedMessage && Instant::now() < deadline {
+                if got.messages.is_empty() && got.status == GetStatus::NoMatchedMessage && before_deadline() {
                     // Entries that did not match, and more to examine: go on at once.
                     offset = got.next_queue_offset;
                     continue;
                 }
                 return Ok(got);
             }
-            let remaining = deadline.saturating_duration_since(Instant::now());
+            let remaining =
+                deadline.map_or(Duration::MAX, |deadline| deadline.saturating_duration_since(Instant::now()));
             if remaining.is_zero() {
                 return Ok(got);
             }

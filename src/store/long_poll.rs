@@ -81,7 +81,8 @@ impl LongPolls {
         current_end: impl Fn() -> u64,
     ) -> Woken {
         let signal = self.signal(topic, queue_id);
-        let deadline = Instant::now() + timeout;
+        // A timeout too long to add to now (`Duration::MAX`) is no limit, not a panic.
+        let deadline = Instant::now().checked_add(timeout);
         let mut end = signal.end.lock();
         end.max_offset = end.max_offset.max(current_end());
         let mut counted = false;
@@ -99,8 +100,13 @@ impl LongPolls {
                 self.held.fetch_add(1, Ordering::Relaxed);
                 counted = true;
             }
-            if signal.arrived.wait_until(&mut end, deadline).timed_out() {
-                return if end.max_offset > offset { Woken::Arrived } else { Woken::TimedOut };
+            match deadline {
+                None => signal.arrived.wait(&mut end),
+                Some(deadline) => {
+                    if signal.arrived.wait_until(&mut end, deadline).timed_out() {
+                        return if end.max_offset > offset { Woken::Arrived } else { Woken::TimedOut };
+                    }
+                }
             }
         }
     }

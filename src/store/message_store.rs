@@ -125,9 +125,16 @@ impl MessageStore {
 
     /// Deletes the messages below `log_offset` (whole segments, as `Log::delete_records_before`),
     /// then the queue and index files that only pointed at them. Returns the new start offset.
+    /// Messages below `log_offset` not yet in their queues are dispatched first (a message
+    /// deleted before dispatch reached it would leave a hole in its queue's numbering, and the
+    /// queue would refuse every later message): `StoreError::DispatchFailed` if that fails.
     pub fn delete_messages_before(&self, log_offset: u64) -> StoreResult<u64> {
         let inner = self.inner();
-        let start = inner.log.delete_records_before(log_offset)?;
+        let wanted = log_offset.min(inner.log.next_offset());
+        if wanted > inner.progress.dispatched() {
+            dispatcher::dispatch_through(inner, wanted - 1)?;
+        }
+        let start = inner.log.delete_records_before(wanted.min(inner.progress.dispatched()))?;
         background::sweep(inner)?;
         Ok(start)
     }

@@ -143,7 +143,8 @@ impl Progress {
         if self.dispatched() > log_offset {
             return Ok(true);
         }
-        let deadline = timeout.map(|timeout| Instant::now() + timeout);
+        // A timeout too long to add to now (`Duration::MAX`) is no limit, not a panic.
+        let deadline = timeout.and_then(|timeout| Instant::now().checked_add(timeout));
         let mut state = self.state.lock();
         loop {
             if state.dispatched > log_offset {

@@ -135,6 +135,13 @@ fn check(inner: &StoreInner, messages: &[Message]) -> StoreResult<()> {
             return Err(StoreError::MixedBatch { index, topic, queue_id });
         }
         message.validate(config.max_queues_per_topic)?;
+        // Every key is one index entry, and a message's entries must fit in one index file (entry
+        // 0 unused): dispatch could never index more, and would retry it forever.
+        let keys = message.keys().len() as u64;
+        if keys >= u64::from(config.index_entries) {
+            let reason = "more keys than an index file holds (`StoreConfig::index_entries` - 1)";
+            return Err(StoreError::InvalidField { what: "keys", name: format!("{keys} keys"), reason });
+        }
         let size = message.encoded_len() as u64;
         if size > config.max_message_bytes {
             return Err(StoreError::MessageTooLarge { size, max: config.max_message_bytes });

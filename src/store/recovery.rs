@@ -20,7 +20,7 @@ use crate::store::config::StoreConfig;
 use crate::store::consumer_offsets::ConsumerOffsets;
 use crate::store::dispatch::{BroadcastingOutput, CountingOutput};
 use crate::store::dispatcher::{self, IndexBuilder, QueueBuilder};
-use crate::store::error::StoreResult;
+use crate::store::error::{StoreError, StoreResult};
 use crate::store::index_file::IndexFiles;
 use crate::store::long_poll::LongPolls;
 use crate::store::metrics::Counters;
@@ -110,7 +110,15 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> StoreResult<StoreInner> 
         inner.offsets.clamp(&topic, queue_id, end);
     }
     if unclean || rebuild {
-        background::checkpoint(&inner)?;
+        // Saves the next open this work, and only that: a checkpoint left lower costs work,
+        // never data. On a full disk it cannot be written (a new file needs a block), and the
+        // store must still open, so messages can be deleted to make room.
+        match background::checkpoint(&inner) {
+            Err(StoreError::Log(error @ Error::DiskFull { .. })) => {
+                tracing::warn!(%error, "the store checkpoint could not be written after recovery; it is retried");
+            }
+            checkpointed => checkpointed?,
+        }
     }
     tracing::info!(
         root = %inner.root.display(), queues = inner.queues.count(), index_files = inner.index.file_count(),
