@@ -9,8 +9,9 @@ use strata_log::{Message, MessageStore, StoreConfig};
 
 /// The index's key hash: the low 32 bits of FNV-1a 64 of `topic#key` (docs/FORMAT.md).
 fn key_hash(topic: &str, key: &str) -> u32 {
-    format!("{topic}#{key}").bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
-        as u32
+    format!("{topic}#{key}")
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)) as u32
 }
 
 /// Two different keys of `topic` with the same key hash.

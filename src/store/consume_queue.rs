@@ -365,6 +365,26 @@ impl ConsumeQueue {
         Ok(file)
     }
 
+    /// Retention removed messages of this queue before dispatch reached them, and the next message
+    /// dispatched has queue offset `to`: the offsets `[max, to)` get placeholder entries (size 1,
+    /// no tag) pointing at the log offsets just below `below` — the log's start, which passed the
+    /// removed messages, so those offsets held them or other removed records — and the queue's
+    /// numbering goes on; a read skips them as removed. Returns how many were written: 0 if `to`
+    /// is not past the end, or if the placeholders would not be above the last entry's log
+    /// offset (then the gap is not retention's doing).
+    pub(crate) fn fill_gap(&self, to: u64, below: u64) -> Result<u64> {
+        let (max, last) = (self.max_offset(), self.writer.lock().last_log_offset);
+        let Some(gap) = to.checked_sub(max).filter(|&gap| gap > 0) else { return Ok(0) };
+        let Some(first) = below.checked_sub(gap) else { return Ok(0) };
+        if last.is_some_and(|last| first <= last) {
+            return Ok(0);
+        }
+        for i in 0..gap {
+            self.append(max + i, first + i, 1, 0)?;
+        }
+        Ok(gap)
+    }
+
     /// The entry at `queue_offset`; `None` outside `[min_offset, max_offset)`.
     pub(crate) fn get(&self, queue_offset: u64) -> Result<Option<Entry>> {
         Ok(self.read_run(queue_offset, 1, true)?.first().copied())

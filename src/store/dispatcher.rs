@@ -11,6 +11,7 @@
 //! their messages are told (`StoreError::DispatchFailed`).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -43,12 +44,34 @@ pub(crate) struct QueueBuilder {
     pub(crate) queues: Arc<Queues>,
     pub(crate) long_polls: Arc<LongPolls>,
     pub(crate) counters: Arc<Counters>,
+    /// The commit log's start as dispatch last saw it (`dispatch_visible` sets it): messages
+    /// below it that dispatch never reached leave gaps the builder fills.
+    pub(crate) log_start: Arc<AtomicU64>,
 }
 
 impl Dispatch for QueueBuilder {
     fn dispatch(&mut self, request: &DispatchRequest<'_>) -> StoreResult<()> {
         let queue = self.queues.get_or_open(request.topic, request.queue_id)?;
-        let entry = queue.append(request.queue_offset, request.log_offset, request.size, tag_hash(request.tag));
+        let tag_hash = tag_hash(request.tag);
+        let mut entry = queue.append(request.queue_offset, request.log_offset, request.size, tag_hash);
+        if let Err(Error::Corrupt { reason: Corruption::QueueOffsetMismatch { expected, found }, .. }) = entry
+            && found > expected
+        {
+            // Retention (the log's own, by time or size) removed messages of this queue before
+            // dispatch reached them: keep the numbering, with placeholders a read skips.
+            let below = self.log_start.load(Ordering::Acquire).min(request.log_offset);
+            let filled = queue.fill_gap(found, below)?;
+            if filled > 0 {
+                tracing::warn!(
+                    topic = request.topic,
+                    queue_id = request.queue_id,
+                    from = expected,
+                    to = found,
+                    "messages removed by retention before they were dispatched: their queue offsets are skipped"
+                );
+                entry = queue.append(request.queue_offset, request.log_offset, request.size, tag_hash);
+            }
+        }
         match entry {
             Ok(_) => {}
             // The queue and the record disagree on the numbering: damage (a queue file removed
@@ -158,6 +181,7 @@ fn dispatch_batches(
 /// Dispatches everything visible now, under the dispatch lock (`state`).
 pub(crate) fn dispatch_visible(inner: &StoreInner, state: &mut DispatchState) -> StoreResult<()> {
     let clock = inner.log.config().clock.clone();
+    inner.dispatch_log_start.store(inner.log.start_offset(), Ordering::Release);
     loop {
         let batches = match state.cursor.next_batch(READ_BYTES) {
             Ok(batches) => batches,

@@ -80,11 +80,13 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> StoreResult<StoreInner> 
     let (queues, index) = (Arc::new(queues), Arc::new(index));
     let (long_polls, counters, dispatched) =
         (Arc::new(LongPolls::default()), Arc::new(Counters::default()), Arc::new(AtomicU64::new(0)));
+    let dispatch_log_start = Arc::new(AtomicU64::new(log_start));
     let mut output = BroadcastingOutput::default();
     output.push(Box::new(QueueBuilder {
         queues: Arc::clone(&queues),
         long_polls: Arc::clone(&long_polls),
         counters: Arc::clone(&counters),
+        log_start: Arc::clone(&dispatch_log_start),
     }));
     output.push(Box::new(IndexBuilder { index: Arc::clone(&index) }));
     let inner = StoreInner {
@@ -100,6 +102,7 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> StoreResult<StoreInner> 
         dispatch: Mutex::new(DispatchState { cursor, output: CountingOutput::new(output, Arc::clone(&dispatched)) }),
         dispatched,
         counters,
+        dispatch_log_start,
         last_checkpoint: AtomicU64::new(u64::MAX),
         last_swept_start: AtomicU64::new(0),
     };

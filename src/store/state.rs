@@ -39,6 +39,8 @@ pub(crate) struct StoreInner {
     pub(crate) dispatch: Mutex<DispatchState>,
     pub(crate) dispatched: Arc<AtomicU64>,
     pub(crate) counters: Arc<Counters>,
+    /// The commit log's start as dispatch last saw it (shared with the queue builder).
+    pub(crate) dispatch_log_start: Arc<AtomicU64>,
     /// The last store checkpoint written, and the log start the last retention sweep saw.
     pub(crate) last_checkpoint: AtomicU64,
     pub(crate) last_swept_start: AtomicU64,
