@@ -85,3 +85,31 @@ fn deleting_messages_dispatch_has_not_reached_keeps_their_queue_usable() {
     assert_eq!(store.metrics().entries_refused, 0);
     store.close().unwrap();
 }
+
+/// Panics the first time it is handed a message.
+struct PanicsOnce(bool);
+
+impl strata_log::Dispatch for PanicsOnce {
+    fn dispatch(&mut self, _: &strata_log::DispatchRequest<'_>) -> strata_log::StoreResult<()> {
+        if !self.0 {
+            self.0 = true;
+            panic!("a user dispatcher's bug");
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_panicking_user_dispatcher_fails_the_dispatch_without_losing_the_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = strata_log::MessageStore::open(dir.path(), strata_log::StoreConfig::default()).unwrap();
+    store.register_dispatcher(Box::new(PanicsOnce(false)));
+    let put = store.put(&strata_log::Message::new("t", 0, "m0"));
+    assert!(matches!(put, Err(strata_log::StoreError::DispatchFailed { log_offset: 0, .. })), "{put:?}");
+    // The dispatcher thread retries; the message reaches its queue, and the next put works.
+    let next = store.put(&strata_log::Message::new("t", 0, "m1")).unwrap();
+    assert_eq!(next.queue_offset, 1);
+    let got = store.get_messages("t", 0, 0, 10, None).unwrap();
+    assert_eq!(got.messages.len(), 2, "{got:?}");
+    store.close().unwrap();
+}

@@ -10,6 +10,7 @@
 //! from the message that failed, after a pause that grows to a second; meanwhile puts waiting for
 //! their messages are told (`StoreError::DispatchFailed`).
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
@@ -144,7 +145,11 @@ fn dispatch_batches(
             }
             let result = match StoredMessage::decode(record.clone()) {
                 Ok(message) if validate_topic(message.topic()).is_ok() => {
-                    let dispatched = state.output.dispatch(&DispatchRequest::of(&message));
+                    // A dispatcher that panics (a user's) fails this dispatch, which is retried:
+                    // unwinding here would leave the cursor past messages never dispatched.
+                    let request = DispatchRequest::of(&message);
+                    let dispatched = catch_unwind(AssertUnwindSafe(|| state.output.dispatch(&request)))
+                        .unwrap_or_else(|payload| Err(Error::panicked("a dispatcher", payload.as_ref()).into()));
                     if dispatched.is_ok() {
                         inner.counters.dispatch_lag(clock.now_ms() - message.timestamp_ms());
                     }
@@ -182,6 +187,9 @@ fn dispatch_batches(
 pub(crate) fn dispatch_visible(inner: &StoreInner, state: &mut DispatchState) -> StoreResult<()> {
     let clock = inner.log.config().clock.clone();
     inner.dispatch_log_start.store(inner.log.start_offset(), Ordering::Release);
+    // The cursor never runs ahead of what is dispatched (a dispatch that failed or panicked
+    // after its batches were read).
+    state.cursor.seek(inner.progress.dispatched());
     loop {
         let batches = match state.cursor.next_batch(READ_BYTES) {
             Ok(batches) => batches,

@@ -81,6 +81,34 @@ impl LongPolls {
         current_end: impl Fn() -> u64,
     ) -> Woken {
         let signal = self.signal(topic, queue_id);
+        let woken = self.wait_on(&signal, offset, timeout, current_end);
+        self.release(topic, queue_id, signal);
+        woken
+    }
+
+    /// Drops a waiter's signal, and the map's too if no one else holds it: the map holds the
+    /// queues someone is waiting on, not every name ever polled.
+    fn release(&self, topic: &str, queue_id: u32, signal: Arc<Signal>) {
+        drop(signal);
+        let mut signals = self.signals.lock();
+        let Some(queues) = signals.get_mut(topic) else { return };
+        // Under the map lock: a waiter takes its clone under it too, so a count of 1 is final.
+        if queues.get(&queue_id).is_some_and(|signal| Arc::strong_count(signal) == 1) {
+            queues.remove(&queue_id);
+            if queues.is_empty() {
+                signals.remove(topic);
+            }
+        }
+    }
+
+    /// How many queues have a signal (waited on now).
+    #[cfg(test)]
+    fn signal_count(&self) -> usize {
+        self.signals.lock().values().map(HashMap::len).sum()
+    }
+
+    /// The wait itself, on `signal`.
+    fn wait_on(&self, signal: &Signal, offset: u64, timeout: Duration, current_end: impl Fn() -> u64) -> Woken {
         // A timeout too long to add to now (`Duration::MAX`) is no limit, not a panic.
         let deadline = Instant::now().checked_add(timeout);
         let mut end = signal.end.lock();
@@ -150,6 +178,25 @@ mod tests {
         assert_eq!(polls.wait("t", 0, 3, Duration::from_millis(30), || 3), Woken::TimedOut);
         assert!(started.elapsed() >= Duration::from_millis(30));
         assert_eq!(polls.wait("t", 0, 3, Duration::from_secs(30), || 4), Woken::Arrived, "already past");
+    }
+
+    #[test]
+    fn a_queue_nobody_waits_on_keeps_no_signal() {
+        let polls = Arc::new(LongPolls::default());
+        for i in 0..100 {
+            assert_eq!(polls.wait(&format!("topic-{i}"), 0, 0, Duration::ZERO, || 0), Woken::TimedOut);
+        }
+        assert_eq!(polls.signal_count(), 0, "every name polled once would stay forever otherwise");
+        let waiter = {
+            let polls = Arc::clone(&polls);
+            std::thread::spawn(move || polls.wait("t", 1, 0, Duration::from_secs(30), || 0))
+        };
+        while polls.signal_count() == 0 {
+            std::thread::yield_now();
+        }
+        polls.arrived("t", 1, 1);
+        assert_eq!(waiter.join().expect("waiter"), Woken::Arrived);
+        assert_eq!(polls.signal_count(), 0);
     }
 
     #[test]
