@@ -127,6 +127,24 @@ pub enum Error {
         /// What lowers the need, e.g. "lower segment_bytes (strata: --segment-bytes) or free space".
         advice: &'static str,
     },
+    /// A map would pass the map budget's hard cap (`MapBudgetConfig::max_maps`) and nothing could
+    /// be reclaimed at once (every mapped file is being read): this read fails, nothing else is
+    /// affected; a retry usually succeeds.
+    #[error("map budget exhausted: {maps} maps held, at most {max_maps}; every mapped file is in use")]
+    MapBudget {
+        /// Maps held.
+        maps: u64,
+        /// The hard cap.
+        max_maps: u64,
+    },
+    /// Opening a file would pass the map budget's `max_open_files`.
+    #[error("open-file budget exhausted: {open} files open, at most {max_open_files}")]
+    OpenFileBudget {
+        /// Files open under the budget.
+        open: u64,
+        /// The limit.
+        max_open_files: u64,
+    },
     /// Readers kept the segment a truncation must change busy past `truncate_wait_ms`; nothing
     /// was changed.
     #[error("readers kept the log busy for {waited:?}; nothing was truncated")]

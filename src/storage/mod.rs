@@ -6,6 +6,7 @@
 //! file system, plugs in.
 
 mod dir;
+mod map_budget;
 mod mmap;
 mod value_file;
 
