@@ -5,6 +5,7 @@ use crate::error::{Error, Result};
 use crate::format::{
     BATCH_HEADER_LEN, MAX_BATCH_LEN, MAX_SEGMENT_BYTES, MIN_SEGMENT_BYTES, OFFSET_INDEX_ENTRY_LEN, TIME_INDEX_ENTRY_LEN,
 };
+use crate::map_budget::MapBudget;
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -91,6 +92,11 @@ pub struct LogConfig {
     /// is `Error::Corrupt` naming the file. (Files are checked against the log's idea of their
     /// length whenever they are mapped, under both.)
     pub read_path: ReadPath,
+    /// A budget for the memory the log's sealed files keep mapped, shared with any other log or
+    /// store given the same budget ([`MapBudget`]): least-recently-read sealed files are unmapped
+    /// to stay within it, and the log's active files count against its `max_open_files`. `None`
+    /// (the default): no limit.
+    pub map_budget: Option<MapBudget>,
 }
 
 /// How a log reads its files (see [`LogConfig::read_path`]).
@@ -180,6 +186,7 @@ impl Default for LogConfig {
             cleaner_backoff_ms: 15_000,
             cleaner_io_bytes_per_sec: None,
             read_path: ReadPath::Mmap,
+            map_budget: None,
         }
     }
 }

@@ -17,6 +17,7 @@ mod inspect;
 #[doc(hidden)]
 pub mod internals;
 mod log;
+mod map_budget;
 mod producer;
 mod records;
 mod storage;
@@ -29,6 +30,7 @@ pub use events::{EventHandle, EventManager, EventMetrics};
 pub use histogram::LatencySummary;
 pub use log::{AppendInfo, CompactionReport, Header, Log, LogMetrics, LogReader, Record, RecordView, RecoveryReport};
 pub use log::{BatchBuffer, BatchBuilder, BatchView, Batches, Cursor, CursorInterrupt};
+pub use map_budget::{MapBudget, MapBudgetConfig, MapBudgetMetrics};
 pub use producer::{
     BufferPool, BufferPoolMetrics, PooledBuffer, Producer, ProducerConfig, ProducerError, ProducerResult, SendHandle,
 };

@@ -28,6 +28,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "crate::histogram",
             "crate::config",
             "crate::events",
+            "crate::map_budget",
         ],
     ),
     ("storage", &["crate::storage"]),

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use crate::config::ReadPath;
 use crate::error::{Corruption, Error, Result};
+use crate::map_budget::MapBudget;
 use crate::storage::{self, FileId, INDEX_ADVICE, MappedFile};
 
 /// A fixed-size index entry.
@@ -64,6 +65,16 @@ impl<E: IndexEntry> SparseIndex<E> {
         let len = meta.as_ref().map_or(0, |meta| meta.len() / E::LEN as u64 * E::LEN as u64);
         let file = MappedFile::open_viewed(path, len, meta.as_ref().map(FileId::of));
         SparseIndex { file, max_entries: len / E::LEN as u64, _entry: PhantomData }
+    }
+
+    /// A sealed index's file put under a budget by `under`.
+    pub(crate) fn budgeted_sealed(self, under: impl Fn(MappedFile) -> MappedFile) -> SparseIndex<E> {
+        SparseIndex { file: under(self.file), ..self }
+    }
+
+    /// Puts the index file under `budget` (see `MappedFile::budgeted`).
+    pub(crate) fn budgeted(self, budget: Option<&MapBudget>) -> Result<SparseIndex<E>> {
+        Ok(SparseIndex { file: self.file.budgeted(budget)?, ..self })
     }
 
     /// A sealed index of `entries` entries, read at first use.

@@ -84,17 +84,19 @@ impl LogSegment {
     /// Creates an empty active segment able to hold at least `min_bytes`.
     pub(crate) fn create(dir: &Path, base_offset: u64, config: &LogConfig, min_bytes: u64) -> Result<LogSegment> {
         let paths = SegmentPaths::new(dir, base_offset);
-        let reads = config.read_path;
+        let (reads, budget) = (config.read_path, config.map_budget.as_ref());
         // Leave nothing half-created behind (the next roll creates the same names again), but
         // remove only what this call created: a file already there (create_new fails) is not ours.
         let mut created: Vec<&Path> = Vec::new();
         let made = (|| {
             error_point!("create_segment", &paths.log);
             let log = MappedFile::create(&paths.log, config.segment_bytes.max(min_bytes), reads, SEGMENT_ADVICE)
-                .inspect(|_| created.push(&paths.log))?;
-            let offset_index =
-                OffsetIndex::create(&paths.index, config.index_bytes, reads).inspect(|_| created.push(&paths.index))?;
-            let time_index = TimeIndex::create(&paths.time_index, config.index_bytes, reads)?;
+                .inspect(|_| created.push(&paths.log))?
+                .budgeted(budget)?;
+            let offset_index = OffsetIndex::create(&paths.index, config.index_bytes, reads)
+                .inspect(|_| created.push(&paths.index))?
+                .budgeted(budget)?;
+            let time_index = TimeIndex::create(&paths.time_index, config.index_bytes, reads)?.budgeted(budget)?;
             Ok((log, offset_index, time_index))
         })();
         let (log, offset_index, time_index) = made.inspect_err(|_| {
@@ -114,10 +116,11 @@ impl LogSegment {
     /// preallocated segment just renamed into place).
     pub(crate) fn open_fresh(dir: &Path, base_offset: u64, config: &LogConfig) -> Result<LogSegment> {
         let paths = SegmentPaths::new(dir, base_offset);
-        let reads = config.read_path;
-        let log = MappedFile::open_writable(&paths.log, 0, config.segment_bytes, reads, SEGMENT_ADVICE)?;
-        let offset_index = OffsetIndex::open_writable(&paths.index, 0, config.index_bytes, reads)?;
-        let time_index = TimeIndex::open_writable(&paths.time_index, 0, config.index_bytes, reads)?;
+        let (reads, budget) = (config.read_path, config.map_budget.as_ref());
+        let log =
+            MappedFile::open_writable(&paths.log, 0, config.segment_bytes, reads, SEGMENT_ADVICE)?.budgeted(budget)?;
+        let offset_index = OffsetIndex::open_writable(&paths.index, 0, config.index_bytes, reads)?.budgeted(budget)?;
+        let time_index = TimeIndex::open_writable(&paths.time_index, 0, config.index_bytes, reads)?.budgeted(budget)?;
         let writer = SegmentWriter { planner: IndexPlanner::default(), first_batch_timestamp: None };
         let segment =
             LogSegment::assemble(base_offset, log, offset_index, time_index, base_offset, Some(writer), config);
@@ -136,13 +139,16 @@ impl LogSegment {
     ) -> Result<LogSegment> {
         let paths = SegmentPaths::new(dir, base_offset);
         let entries = |p: &Path, len| Ok::<_, Error>(storage::file_len(p)? / len as u64);
-        let reads = config.read_path;
+        let (reads, budget) = (config.read_path, config.map_budget.as_ref());
         // The `.log` first: on a nearly full disk the space goes to the data, not the indexes.
-        let log = MappedFile::open_writable(&paths.log, log_len, config.segment_bytes, reads, SEGMENT_ADVICE)?;
+        let log = MappedFile::open_writable(&paths.log, log_len, config.segment_bytes, reads, SEGMENT_ADVICE)?
+            .budgeted(budget)?;
         let index_entries = entries(&paths.index, OffsetEntry::LEN)?;
-        let offset_index = OffsetIndex::open_writable(&paths.index, index_entries, config.index_bytes, reads)?;
+        let offset_index =
+            OffsetIndex::open_writable(&paths.index, index_entries, config.index_bytes, reads)?.budgeted(budget)?;
         let time_entries = entries(&paths.time_index, TimeEntry::LEN)?;
-        let time_index = TimeIndex::open_writable(&paths.time_index, time_entries, config.index_bytes, reads)?;
+        let time_index =
+            TimeIndex::open_writable(&paths.time_index, time_entries, config.index_bytes, reads)?.budgeted(budget)?;
         let short = log.capacity() < config.segment_bytes || offset_index.is_short() || time_index.is_short();
         let mut segment = LogSegment::assemble(base_offset, log, offset_index, time_index, next_offset, None, config);
         *segment.short.get_mut() = short;
@@ -164,10 +170,13 @@ impl LogSegment {
         config: &LogConfig,
     ) -> LogSegment {
         let paths = SegmentPaths::new(dir, base_offset);
-        let reads = config.read_path;
+        let (reads, budget) = (config.read_path, config.map_budget.as_ref());
+        // Sealed files take no descriptor: putting them under a budget cannot fail.
+        let under = |file: MappedFile| file.budgeted(budget).expect("a sealed file counts no descriptor");
         let offset_index = OffsetIndex::open_sealed(&paths.index, 0, reads);
         let time_index = TimeIndex::open_sealed(&paths.time_index, 0, reads);
-        let log = MappedFile::open_sealed(&paths.log, log_len, reads);
+        let (offset_index, time_index) = (offset_index.budgeted_sealed(under), time_index.budgeted_sealed(under));
+        let log = under(MappedFile::open_sealed(&paths.log, log_len, reads));
         LogSegment::assemble(base_offset, log, offset_index, time_index, next_offset, None, config)
     }
 

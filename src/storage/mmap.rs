@@ -21,7 +21,8 @@
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 
 use memmap2::{MmapOptions, MmapRaw};
 use parking_lot::{Mutex, RwLock};
@@ -29,6 +30,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::config::ReadPath;
 use crate::error::{Corruption, Error, Result};
 use crate::failpoint::error_point;
+use crate::map_budget::{MapBudget, Reclaim, Unmap};
 use crate::storage::{FileId, allocate};
 
 /// Bytes a `pread` file is read in at once by walks that read everything.
@@ -40,7 +42,8 @@ pub(crate) struct MappedFile {
     /// The file's current name; held while the file is opened by name, so a rename (to
     /// `.deleted`, with another file taking the old name) never makes a reader open the wrong one.
     path: Mutex<PathBuf>,
-    state: RwLock<State>,
+    /// The file's state, shared (weakly) with the map budget, which may unmap it.
+    slot: Arc<Slot>,
     /// Published length: readers may read `[0, len)`.
     len: AtomicU64,
     /// Serialises appenders so exactly one thread writes above `len`.
@@ -52,6 +55,66 @@ pub(crate) struct MappedFile {
     /// when the view was taken. Another process replacing it makes reads fail (and the view be
     /// taken again) rather than read the new file at the old file's positions.
     identity: Option<FileId>,
+}
+
+/// What the map budget may reach: the state, the read mark and the budget.
+#[derive(Debug)]
+struct Slot {
+    state: RwLock<State>,
+    /// Read since the budget's clock hand last passed (only kept under a budget).
+    referenced: AtomicBool,
+    budget: Option<MapBudget>,
+}
+
+impl Slot {
+    /// Replaces the state, accounting for the old one: a sealed map is dropped *before* it is
+    /// given back to the budget (so the maps that exist never outnumber what the budget counts),
+    /// a writable file's descriptor is counted closed.
+    fn replace(&self, state: &mut State, new: State) -> State {
+        let to_writable = matches!(new, State::Writable { .. });
+        let mut old = std::mem::replace(state, new);
+        self.give_back(&mut old, to_writable);
+        old
+    }
+
+    fn give_back(&self, old: &mut State, to_writable: bool) {
+        let Some(budget) = &self.budget else { return };
+        match old {
+            State::Sealed { map } => {
+                if let Some(map) = map.take() {
+                    let len = map.len() as u64;
+                    drop(map);
+                    budget.uncharge(len);
+                }
+            }
+            State::Writable { .. } if !to_writable => budget.close_file(),
+            _ => {}
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut state = std::mem::replace(self.state.get_mut(), State::Retired);
+        self.give_back(&mut state, false);
+    }
+}
+
+impl Reclaim for Slot {
+    fn take_referenced(&self) -> bool {
+        self.referenced.swap(false, Ordering::Relaxed)
+    }
+
+    fn try_unmap(&self) -> Unmap {
+        // Never waits: a reader inside `read_with` holds the read lock.
+        let Some(mut state) = self.state.try_write() else { return Unmap::Busy };
+        match &mut *state {
+            // Counted by the budget itself: no `uncharge`.
+            State::Sealed { map } => map.take().map_or(Unmap::NotMapped, |map| Unmap::Freed(map.len() as u64)),
+            // Active files are always mapped; retired ones hold nothing.
+            State::Writable { .. } | State::Retired => Unmap::NotMapped,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -145,13 +208,26 @@ impl MappedFile {
     fn with_state(path: &Path, state: State, len: u64, reads: ReadPath, advice: &'static str) -> MappedFile {
         MappedFile {
             path: Mutex::new(path.to_path_buf()),
-            state: RwLock::new(state),
+            slot: Arc::new(Slot { state: RwLock::new(state), referenced: AtomicBool::new(false), budget: None }),
             len: AtomicU64::new(len),
             append_lock: Mutex::new(()),
             reads,
             advice,
             identity: None,
         }
+    }
+
+    /// Puts the file under `budget` (if any): its sealed maps are charged to it and reclaimable,
+    /// and, while it is writable, its descriptor counts against `max_open_files`
+    /// (`Error::OpenFileBudget` if that is reached; the file is closed then).
+    pub(crate) fn budgeted(mut self, budget: Option<&MapBudget>) -> Result<MappedFile> {
+        let Some(budget) = budget else { return Ok(self) };
+        let slot = Arc::get_mut(&mut self.slot).expect("a file is budgeted before anyone shares it");
+        if matches!(&*slot.state.get_mut(), State::Writable { .. }) {
+            budget.open_file()?;
+        }
+        slot.budget = Some(budget.clone());
+        Ok(self)
     }
 
     /// The file's current path.
@@ -166,7 +242,7 @@ impl MappedFile {
 
     /// Bytes allocated for appends (0 once sealed).
     pub(crate) fn capacity(&self) -> u64 {
-        match &*self.state.read() {
+        match &*self.slot.state.read() {
             State::Writable { capacity, .. } => *capacity,
             _ => 0,
         }
@@ -184,7 +260,7 @@ impl MappedFile {
     /// Copies `bytes` to the end of the published data and publishes them. Returns their position.
     pub(crate) fn append(&self, bytes: &[u8]) -> Result<u64> {
         let _appender = self.append_lock.lock();
-        let state = self.state.read();
+        let state = self.slot.state.read();
         let State::Writable { file, capacity, .. } = &*state else {
             return Err(self.misuse("append to a sealed file"));
         };
@@ -208,7 +284,7 @@ impl MappedFile {
     /// (an IndexFile, made by [`MappedFile::create_fixed`]); appended files use
     /// [`MappedFile::append`].
     pub(crate) fn write_at(&self, position: u64, bytes: &[u8]) -> Result<()> {
-        let state = self.state.write();
+        let state = self.slot.state.write();
         let State::Writable { file, .. } = &*state else {
             return Err(self.misuse("write into a sealed file"));
         };
@@ -223,7 +299,7 @@ impl MappedFile {
     /// file ends). Metadata only where the file system can (fallocate `ZERO_RANGE`: ext4, XFS),
     /// else zeros are written. The stale tail of a recovered IndexFile.
     pub(crate) fn zero_range(&self, position: u64, len: u64) -> Result<()> {
-        let state = self.state.write();
+        let state = self.slot.state.write();
         let State::Writable { file, .. } = &*state else {
             return Err(self.misuse("zero a range of a sealed file"));
         };
@@ -240,7 +316,7 @@ impl MappedFile {
             return Err(self.past_end());
         };
         loop {
-            let state = self.state.read();
+            let state = self.slot.state.read();
             // Checked under the lock: the published length only shrinks (a rebuilt index, a
             // truncation) under the write lock.
             if end > self.len() {
@@ -250,7 +326,13 @@ impl MappedFile {
                 return Ok(Some(f(&[])));
             }
             let map = match &*state {
-                State::Writable { map: Some(map), .. } | State::Sealed { map: Some(map) } => map,
+                State::Sealed { map: Some(map) } => {
+                    if self.slot.budget.is_some() {
+                        self.slot.referenced.store(true, Ordering::Relaxed);
+                    }
+                    map
+                }
+                State::Writable { map: Some(map), .. } => map,
                 State::Writable { file, map: None, .. } => {
                     return self.pread(file, position, len).map(|bytes| Some(f(&bytes)));
                 }
@@ -325,7 +407,7 @@ impl MappedFile {
     /// Maps a sealed file read-only, after checking it holds every published byte (a file cut
     /// short by someone else is `Error::Corrupt`, never a SIGBUS at the first read past its end).
     fn map_sealed(&self) -> Result<()> {
-        let mut state = self.state.write();
+        let mut state = self.slot.state.write();
         if let State::Sealed { map: map @ None } = &mut *state {
             let path = self.path.lock();
             let file = File::open(&*path).map_err(Error::io("open", &*path))?;
@@ -334,14 +416,27 @@ impl MappedFile {
                 let reason = Corruption::ShortFile { len: file_len, expected: self.len() };
                 return Err(Error::corrupt(&*path, file_len, reason));
             }
-            *map = Some(map_read_only(&path, &file, self.len())?);
+            let len = self.len();
+            if let Some(budget) = &self.slot.budget {
+                let slot: Weak<dyn Reclaim> = Arc::downgrade(&(Arc::clone(&self.slot) as Arc<dyn Reclaim>));
+                budget.charge(len, slot)?;
+            }
+            match map_read_only(&path, &file, len) {
+                Ok(mapped) => *map = Some(mapped),
+                Err(error) => {
+                    if let Some(budget) = &self.slot.budget {
+                        budget.uncharge(len);
+                    }
+                    return Err(error);
+                }
+            }
         }
         Ok(())
     }
 
     /// fdatasync: makes every appended byte durable.
     pub(crate) fn flush(&self) -> Result<()> {
-        if let State::Writable { file, .. } = &*self.state.read() {
+        if let State::Writable { file, .. } = &*self.slot.state.read() {
             error_point!("fdatasync", self.path());
             file.sync_data().map_err(|e| self.io_error("fdatasync", e))?;
         }
@@ -356,7 +451,7 @@ impl MappedFile {
     pub(crate) fn zero_unpublished(&self, end: u64) -> Result<()> {
         static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
         let _appender = self.append_lock.lock();
-        let state = self.state.read();
+        let state = self.slot.state.read();
         let State::Writable { file, capacity, .. } = &*state else {
             return Err(self.misuse("zero the tail of a sealed file"));
         };
@@ -379,7 +474,7 @@ impl MappedFile {
     /// write lock) are not held up for the sync's duration. Every byte written before the call is
     /// durable when it returns.
     pub(crate) fn flush_detached(&self) -> Result<()> {
-        let file = match &*self.state.read() {
+        let file = match &*self.slot.state.read() {
             State::Writable { file, .. } => file.try_clone().map_err(|e| self.io_error("dup", e))?,
             // Sealing synced everything; a retired file has nothing left to make durable.
             State::Sealed { .. } | State::Retired => return Ok(()),
@@ -403,11 +498,11 @@ impl MappedFile {
     }
 
     fn trim_and_close(&self) -> Result<()> {
-        let mut state = self.state.write();
+        let mut state = self.slot.state.write();
         if !matches!(&*state, State::Writable { .. }) {
             return Ok(());
         }
-        let State::Writable { file, map, .. } = std::mem::replace(&mut *state, State::Sealed { map: None }) else {
+        let State::Writable { file, map, .. } = self.slot.replace(&mut state, State::Sealed { map: None }) else {
             unreachable!("checked above");
         };
         drop(map);
@@ -421,7 +516,7 @@ impl MappedFile {
     /// Grows the allocated capacity of a writable file to `capacity` (an empty segment taking a
     /// batch larger than it, or a segment opened on a full disk taking its first append).
     pub(crate) fn grow(&self, capacity: u64) -> Result<()> {
-        let mut state = self.state.write();
+        let mut state = self.slot.state.write();
         let path = self.path();
         let State::Writable { file, capacity: current, map } = &mut *state else {
             return Err(self.misuse("grow a sealed file"));
@@ -439,12 +534,12 @@ impl MappedFile {
     /// Points a sealed file at new contents of `len` bytes that were renamed over its path (a rebuilt
     /// index), waiting for current readers of the old contents.
     pub(crate) fn replace_sealed(&self, len: u64) {
-        let mut state = self.state.write();
+        let mut state = self.slot.state.write();
         if matches!(&*state, State::Writable { .. }) {
             debug_assert!(false, "replace_sealed on a writable file: {}", self.path().display());
             return;
         }
-        *state = State::Sealed { map: None };
+        self.slot.replace(&mut state, State::Sealed { map: None });
         self.len.store(len, Ordering::Release);
     }
 
@@ -452,7 +547,7 @@ impl MappedFile {
     /// removed (it may wait as `.deleted` for a while): the file is cut to its published length.
     /// Readers never read past it, and no append comes any more, so nothing reads what goes.
     pub(crate) fn release_preallocation(&self) -> Result<()> {
-        if let State::Writable { file, .. } = &*self.state.read() {
+        if let State::Writable { file, .. } = &*self.slot.state.read() {
             file.set_len(self.len()).map_err(|e| self.io_error("trim", e))?;
         }
         Ok(())
@@ -462,7 +557,7 @@ impl MappedFile {
     /// the first step of cutting a file in place (waits for current readers, so once it returns no
     /// reader reads past `len`; an append then continues at `len`).
     pub(crate) fn limit_len(&self, len: u64) {
-        let _state = self.state.write();
+        let _state = self.slot.state.write();
         if len < self.len() {
             self.len.store(len, Ordering::Release);
         }
@@ -471,9 +566,9 @@ impl MappedFile {
     /// [`MappedFile::retire`], giving up (returning `false`, nothing changed) if readers still hold
     /// slices after `wait`.
     pub(crate) fn retire_within(&self, wait: std::time::Duration) -> bool {
-        match self.state.try_write_for(wait) {
+        match self.slot.state.try_write_for(wait) {
             Some(mut state) => {
-                *state = State::Retired;
+                self.slot.replace(&mut state, State::Retired);
                 true
             }
             None => false,
@@ -482,7 +577,7 @@ impl MappedFile {
 
     /// Whether the file was retired (its segment left the log).
     pub(crate) fn is_retired(&self) -> bool {
-        matches!(&*self.state.read(), State::Retired)
+        matches!(&*self.slot.state.read(), State::Retired)
     }
 
     /// Renames the file; later opens by name use the new name.
@@ -495,7 +590,8 @@ impl MappedFile {
 
     /// Releases the map and descriptor for good, waiting for current readers.
     pub(crate) fn retire(&self) {
-        *self.state.write() = State::Retired;
+        let mut state = self.slot.state.write();
+        self.slot.replace(&mut state, State::Retired);
     }
 
     fn misuse(&self, what: &'static str) -> Error {

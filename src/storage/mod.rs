@@ -6,7 +6,6 @@
 //! file system, plugs in.
 
 mod dir;
-mod map_budget;
 mod mmap;
 mod value_file;
 

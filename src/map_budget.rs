@@ -15,15 +15,11 @@
 //!   ([`Reclaim::try_unmap`] takes its map lock with `try_write`). An unmapped file is only
 //!   "sealed, not mapped": its next read maps it again.
 //!
-//! This module is the accounting and the reclaim walk, over anything that implements [`Reclaim`];
-//! `MappedFile` is what implements it. The background reclaim runs where its owner schedules it
-//! ([`MapBudget::background_wanted`] tells when; [`MapBudget::reclaim_background`] does it), so the
-//! watermark arithmetic is tested step by step without threads.
-//!
-//! In progress (issue 14): the accounting and the reclaim walk are here and tested; `MappedFile`
-//! implementing `Reclaim`, `LogConfig::map_budget` / `StoreConfig`, the background event and the
-//! public exports come next. Until then nothing uses it.
-#![allow(dead_code)]
+//! This module is the accounting and the reclaim walk, over anything that implements [`Reclaim`]
+//! (`storage::MappedFile` does: its sealed maps are charged here). Background reclaim runs on the
+//! budget's own `EventManager` thread; the step-by-step tests drive it by hand
+//! ([`MapBudget::background_wanted`], [`MapBudget::reclaim_background`]) to check the watermark
+//! arithmetic without threads.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -33,6 +29,7 @@ use std::time::Instant;
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
+use crate::events::EventManager;
 
 /// How a budget is sized. The watermarks are shares of each limit that must stay *free*.
 #[derive(Debug, Clone, PartialEq)]
@@ -147,6 +144,8 @@ pub struct MapBudget {
 struct Inner {
     config: MapBudgetConfig,
     state: Mutex<State>,
+    /// The background reclaim's thread (kswapd's part); `None` in step-by-step tests.
+    events: Option<EventManager>,
     /// Background reclaim was asked for and has not run yet.
     background_wanted: AtomicBool,
     background_wakeups: AtomicU64,
@@ -185,13 +184,19 @@ impl MapBudget {
     /// (`/proc/sys/vm/max_map_count`; 65,530 if it cannot be read).
     pub fn new(config: MapBudgetConfig) -> Result<MapBudget> {
         config.validate(max_map_count())?;
-        Ok(MapBudget::unchecked(config))
+        Ok(MapBudget::with_events(config, Some(EventManager::start("strata-map-budget")?)))
     }
 
+    #[cfg(test)]
     fn unchecked(config: MapBudgetConfig) -> MapBudget {
+        MapBudget::with_events(config, None)
+    }
+
+    fn with_events(config: MapBudgetConfig, events: Option<EventManager>) -> MapBudget {
         MapBudget {
             inner: Arc::new(Inner {
                 config,
+                events,
                 state: Mutex::new(State { bytes: 0, maps: 0, clock: VecDeque::new() }),
                 background_wanted: AtomicBool::new(false),
                 background_wakeups: AtomicU64::new(0),
@@ -239,13 +244,15 @@ impl MapBudget {
     /// itself (not when [`Reclaim::try_unmap`] returned `Freed`: the budget counted that).
     pub(crate) fn charge(&self, bytes: u64, file: Weak<dyn Reclaim>) -> Result<()> {
         let inner = &self.inner;
-        let mut state = inner.state.lock();
         let max_maps = inner.config.max_maps;
         let room =
             |budget: &MapBudget, state: &State| budget.free_after(state, bytes, Mark::Min) && state.maps < max_maps;
+        // Dropped after the lock: see `reclaim`.
+        let mut held = Vec::new();
+        let mut state = inner.state.lock();
         if !room(self, &state) {
             let started = Instant::now();
-            let freed = self.reclaim(&mut state, room);
+            let freed = self.reclaim(&mut state, &mut held, room);
             inner.reclaimed_direct.fetch_add(freed, Ordering::Relaxed);
             inner.direct_stalls.fetch_add(1, Ordering::Relaxed);
             inner.direct_stall_us.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
@@ -260,10 +267,27 @@ impl MapBudget {
         state.bytes += bytes;
         state.maps += 1;
         state.clock.push_back(file);
-        if !self.is_free(&state, Mark::Low) {
-            inner.background_wanted.store(true, Ordering::Release);
+        let below_low = !self.is_free(&state, Mark::Low);
+        drop(state);
+        if below_low && !inner.background_wanted.swap(true, Ordering::AcqRel) {
+            self.schedule_background();
         }
         Ok(())
+    }
+
+    /// Queues background reclaim on the budget's event thread (none in the step-by-step tests).
+    fn schedule_background(&self) {
+        let Some(events) = &self.inner.events else { return };
+        let budget = Arc::downgrade(&self.inner);
+        let queued = events.put("map budget reclaim", move || {
+            if let Some(inner) = budget.upgrade() {
+                MapBudget { inner }.reclaim_background();
+            }
+            Ok(())
+        });
+        if queued.is_err() {
+            self.inner.background_wanted.store(false, Ordering::Release);
+        }
     }
 
     /// A file dropped a map of `bytes` itself (retired, sealed again, grown).
@@ -275,6 +299,7 @@ impl MapBudget {
     }
 
     /// Whether free dropped below `low` since background reclaim last ran.
+    #[cfg(test)]
     pub(crate) fn background_wanted(&self) -> bool {
         self.inner.background_wanted.load(Ordering::Acquire)
     }
@@ -285,8 +310,11 @@ impl MapBudget {
         let inner = &self.inner;
         inner.background_wanted.store(false, Ordering::Release);
         inner.background_wakeups.fetch_add(1, Ordering::Relaxed);
+        let mut held = Vec::new();
         let mut state = inner.state.lock();
-        let freed = self.reclaim(&mut state, |budget, state| budget.is_free(state, Mark::High));
+        let freed = self.reclaim(&mut state, &mut held, |budget, state| budget.is_free(state, Mark::High));
+        drop(state);
+        drop(held);
         inner.reclaimed_background.fetch_add(freed, Ordering::Relaxed);
         freed
     }
@@ -308,7 +336,16 @@ impl MapBudget {
 
     /// Walks the clock until `enough` or a whole turn without progress; returns files unmapped.
     /// Never waits: `try_unmap` only tries.
-    fn reclaim(&self, state: &mut State, enough: impl Fn(&MapBudget, &State) -> bool) -> u64 {
+    ///
+    /// The files it looked at are pushed on `held`, for the caller to drop once it released the
+    /// budget's lock: the last reference to a file may be this one, and dropping a file gives its
+    /// map back to the budget (which takes the lock).
+    fn reclaim(
+        &self,
+        state: &mut State,
+        held: &mut Vec<Arc<dyn Reclaim>>,
+        enough: impl Fn(&MapBudget, &State) -> bool,
+    ) -> u64 {
         let mut freed = 0;
         // Two turns: the first may only clear referenced marks.
         let mut budget = state.clock.len() * 2;
@@ -316,11 +353,9 @@ impl MapBudget {
             budget -= 1;
             let Some(slot) = state.clock.pop_front() else { break };
             let Some(file) = slot.upgrade() else { continue };
-            if file.take_referenced() {
-                state.clock.push_back(slot);
-                continue;
-            }
-            match file.try_unmap() {
+            let unmapped = if file.take_referenced() { Unmap::Busy } else { file.try_unmap() };
+            held.push(file);
+            match unmapped {
                 Unmap::Freed(bytes) => {
                     state.bytes = state.bytes.saturating_sub(bytes);
                     state.maps = state.maps.saturating_sub(1);
