@@ -40,6 +40,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::config::ReadPath;
 use crate::error::{Corruption, Error, Result};
 use crate::format::{CQ_ENTRY_LEN, CQ_LOG_OFFSET_POS, CQ_SIZE_POS, CQ_SUFFIX, CQ_TAG_HASH_POS, file_name};
+use crate::map_budget::MapBudget;
 use crate::storage::{self, MappedFile};
 
 /// What lowers the space a new `.cq` file needs.
@@ -168,6 +169,8 @@ pub(crate) struct ConsumeQueue {
     /// Capacity of the files this queue creates.
     entries_per_file: u64,
     reads: ReadPath,
+    /// The map budget its files are under (`StoreConfig::log.map_budget`).
+    budget: Option<MapBudget>,
     writer: Mutex<Writer>,
     /// Contiguous: each file begins where the one before it ends. All but the last are full and
     /// sealed; the last is the active file.
@@ -208,12 +211,26 @@ impl ConsumeQueue {
     /// queue file's are ignored (logged); files that cannot belong to the queue (empty, or after a
     /// gap in the queue offsets) are deleted (logged). Entries are trusted as found: after an
     /// unclean shutdown, call [`ConsumeQueue::recover`].
+    #[cfg(test)]
     pub(crate) fn open(
         dir: &Path,
         topic: &str,
         queue_id: u32,
         entries_per_file: u64,
         reads: ReadPath,
+    ) -> Result<ConsumeQueue> {
+        ConsumeQueue::open_budgeted(dir, topic, queue_id, entries_per_file, reads, None)
+    }
+
+    /// [`ConsumeQueue::open`] with its files under `budget`: sealed files' maps are charged and
+    /// reclaimable, the active file counts against `max_open_files`.
+    pub(crate) fn open_budgeted(
+        dir: &Path,
+        topic: &str,
+        queue_id: u32,
+        entries_per_file: u64,
+        reads: ReadPath,
+        budget: Option<MapBudget>,
     ) -> Result<ConsumeQueue> {
         assert!(is_plain_name(topic), "topic {topic:?} reached the consume queue unvalidated");
         assert!(entries_per_file > 0, "a consume-queue file holds at least one entry");
@@ -223,6 +240,7 @@ impl ConsumeQueue {
             dir,
             entries_per_file,
             reads,
+            budget,
             writer: Mutex::new(Writer { last_log_offset: None, dirty_end: 0, flushed: FlushedUpTo::default() }),
             files: RwLock::new(Vec::new()),
             min: AtomicU64::new(0),
@@ -245,12 +263,14 @@ impl ConsumeQueue {
             .iter()
             .map(|f| {
                 let file = MappedFile::open_sealed(&f.path, f.capacity() * ENTRY_LEN, self.reads);
+                let file = file.budgeted(self.budget.as_ref()).expect("a sealed file counts no descriptor");
                 Arc::new(QueueFile { first: f.first, capacity: f.capacity(), file })
             })
             .collect();
         // Published whole while nobody else has the queue, to find where its entries end.
         let capacity = last.capacity() * ENTRY_LEN;
-        let file = MappedFile::open_writable(&last.path, capacity, capacity, self.reads, CQ_ADVICE)?;
+        let file = MappedFile::open_writable(&last.path, capacity, capacity, self.reads, CQ_ADVICE)?
+            .budgeted(self.budget.as_ref())?;
         let entries = count_entries(&file, last.capacity())?;
         file.limit_len(entries * ENTRY_LEN);
         files.push(Arc::new(QueueFile { first: last.first, capacity: last.capacity(), file }));
@@ -355,6 +375,13 @@ impl ConsumeQueue {
         }
         storage::prepare_dir(&self.dir)?;
         let file = MappedFile::create(&path, self.entries_per_file * ENTRY_LEN, self.reads, CQ_ADVICE)?;
+        let file = match file.budgeted(self.budget.as_ref()) {
+            Ok(file) => file,
+            Err(error) => {
+                let _ = storage::remove_if_exists(&path);
+                return Err(error);
+            }
+        };
         if let Err(error) = file.flush().and_then(|()| storage::sync_dir(&self.dir)) {
             file.retire();
             let _ = storage::remove_if_exists(&path);
@@ -650,7 +677,8 @@ impl ConsumeQueue {
                 target.capacity * ENTRY_LEN,
                 self.reads,
                 CQ_ADVICE,
-            )?;
+            )?
+            .budgeted(self.budget.as_ref())?;
             let reopened = Arc::new(QueueFile { first: target.first, capacity: target.capacity, file });
             self.files.write()[k] = Arc::clone(&reopened);
             target.file.retire();

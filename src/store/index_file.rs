@@ -62,6 +62,7 @@ use crate::format::{
     INDEX_FILE_MAX_SLOTS, INDEX_FILE_SLOT_COUNT_POS, INDEX_FILE_SLOT_LEN, INDEX_FILE_SUFFIX, file_name,
     parse_file_name,
 };
+use crate::map_budget::MapBudget;
 use crate::storage::{self, MappedFile};
 use crate::store::hash::fnv1a_64;
 
@@ -357,6 +358,12 @@ impl IndexFile {
         let (header, file_len, capacity) = read_header(path)?;
         let file = MappedFile::open_sealed(path, file_len, ReadPath::Mmap);
         Ok(IndexFile::new(file, header, capacity, None))
+    }
+
+    /// Puts the file under `budget` (see `MappedFile::budgeted`): an active file counts against
+    /// `max_open_files`, a sealed one's map is charged when it is made.
+    pub(crate) fn under(self, budget: Option<&MapBudget>) -> Result<IndexFile> {
+        Ok(IndexFile { file: self.file.budgeted(budget)?, ..self })
     }
 
     fn new(file: MappedFile, header: IndexHeader, entry_capacity: u32, active: Option<ActiveState>) -> Self {
@@ -869,6 +876,8 @@ pub(crate) struct IndexFiles {
     /// Slots and entries of the files this set creates (existing files keep their own).
     slot_count: u32,
     entry_count: u32,
+    /// The map budget its files are under (`StoreConfig::log.map_budget`).
+    budget: Option<MapBudget>,
     /// The writer's state: held by puts, rolls and recovery.
     writer: Mutex<Writer>,
     /// Sorted by begin log offset; changed by a roll (push), retention (a prefix) and recovery.
@@ -893,7 +902,13 @@ impl IndexFiles {
     /// `Error::Corrupt` naming it: the index is derived, so the caller [`IndexFiles::discard`]s it
     /// and dispatches the commit log into an empty set again. After an unclean shutdown, call
     /// [`IndexFiles::recover`] before the first put.
+    #[cfg(test)]
     pub(crate) fn open(dir: &Path, slots: u32, entries: u32) -> Result<IndexFiles> {
+        IndexFiles::open_budgeted(dir, slots, entries, None)
+    }
+
+    /// [`IndexFiles::open`] with its files under `budget`.
+    pub(crate) fn open_budgeted(dir: &Path, slots: u32, entries: u32, budget: Option<MapBudget>) -> Result<IndexFiles> {
         check_sizes(slots, entries)?;
         storage::prepare_dir(dir)?;
         let bases = list_bases(dir)?;
@@ -901,13 +916,15 @@ impl IndexFiles {
         for (i, &base) in bases.iter().enumerate() {
             let path = dir.join(file_name(base, INDEX_FILE_SUFFIX));
             let newest = i + 1 == bases.len();
-            files.push(Arc::new(if newest { IndexFile::open(&path)? } else { IndexFile::open_sealed(&path)? }));
+            let file = if newest { IndexFile::open(&path)? } else { IndexFile::open_sealed(&path)? };
+            files.push(Arc::new(file.under(budget.as_ref())?));
         }
         let end_log_offset = last_end(&files);
         Ok(IndexFiles {
             dir: dir.to_path_buf(),
             slot_count: slots,
             entry_count: entries,
+            budget,
             writer: Mutex::new(Writer { end_log_offset }),
             files: RwLock::new(files),
         })
@@ -982,7 +999,15 @@ impl IndexFiles {
             }
             active.seal()?;
         }
-        let file = Arc::new(IndexFile::create(&self.dir, log_offset, timestamp_ms, self.slot_count, self.entry_count)?);
+        let created = IndexFile::create(&self.dir, log_offset, timestamp_ms, self.slot_count, self.entry_count)?;
+        let path = created.path();
+        let file = match created.under(self.budget.as_ref()) {
+            Ok(file) => Arc::new(file),
+            Err(error) => {
+                let _ = storage::remove_if_exists(&path);
+                return Err(error);
+            }
+        };
         self.files.write().push(Arc::clone(&file));
         tracing::debug!(file = %file.path().display(), "new index file");
         Ok(file)
@@ -1053,7 +1078,7 @@ impl IndexFiles {
             if newest.is_sealed() {
                 // It was opened sealed because a newer file existed; it is the active one now.
                 newest.retire();
-                *newest = Arc::new(IndexFile::open(&newest.path())?);
+                *newest = Arc::new(IndexFile::open(&newest.path())?.under(self.budget.as_ref())?);
             }
             recovery.newest = Some(newest.recover(log_next_offset)?);
         }

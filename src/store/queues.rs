@@ -9,6 +9,7 @@ use parking_lot::RwLock;
 
 use crate::config::ReadPath;
 use crate::error::{Error, Result};
+use crate::map_budget::MapBudget;
 use crate::storage;
 use crate::store::consume_queue::ConsumeQueue;
 use crate::store::message::validate_topic;
@@ -22,6 +23,8 @@ pub(crate) struct Queues {
     dir: PathBuf,
     entries_per_file: u64,
     reads: ReadPath,
+    /// The map budget every queue's files are under.
+    budget: Option<MapBudget>,
     map: RwLock<QueueMap>,
 }
 
@@ -31,7 +34,12 @@ impl Queues {
     /// puts and gets, not what an earlier configuration stored. A queue that fails to open is removed (logged) and
     /// counted in the second value: it is derived data, rebuilt by dispatching the commit log
     /// again.
-    pub(crate) fn open(dir: &Path, entries_per_file: u64, reads: ReadPath) -> Result<(Queues, usize)> {
+    pub(crate) fn open(
+        dir: &Path,
+        entries_per_file: u64,
+        reads: ReadPath,
+        budget: Option<MapBudget>,
+    ) -> Result<(Queues, usize)> {
         storage::prepare_dir(dir)?;
         let mut map = QueueMap::new();
         let mut discarded = 0;
@@ -50,7 +58,7 @@ impl Queues {
                         continue;
                     }
                 };
-                match ConsumeQueue::open(dir, &topic, queue_id, entries_per_file, reads) {
+                match ConsumeQueue::open_budgeted(dir, &topic, queue_id, entries_per_file, reads, budget.clone()) {
                     Ok(opened) => {
                         map.entry(topic.clone()).or_default().insert(queue_id, Arc::new(opened));
                     }
@@ -63,7 +71,7 @@ impl Queues {
                 }
             }
         }
-        let queues = Queues { dir: dir.to_path_buf(), entries_per_file, reads, map: RwLock::new(map) };
+        let queues = Queues { dir: dir.to_path_buf(), entries_per_file, reads, budget, map: RwLock::new(map) };
         Ok((queues, discarded))
     }
 
@@ -82,7 +90,14 @@ impl Queues {
         if let Some(queue) = queues.get(&queue_id) {
             return Ok(Arc::clone(queue));
         }
-        let queue = Arc::new(ConsumeQueue::open(&self.dir, topic, queue_id, self.entries_per_file, self.reads)?);
+        let queue = Arc::new(ConsumeQueue::open_budgeted(
+            &self.dir,
+            topic,
+            queue_id,
+            self.entries_per_file,
+            self.reads,
+            self.budget.clone(),
+        )?);
         queues.insert(queue_id, Arc::clone(&queue));
         Ok(queue)
     }

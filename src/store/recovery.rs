@@ -47,7 +47,8 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> StoreResult<StoreInner> 
     let (index, index_rebuilt) = open_index(root, &config)?;
     let queue_dir = root.join(STORE_CONSUME_QUEUE_DIR);
     let queues_existed = queue_dir.is_dir();
-    let (queues, discarded) = Queues::open(&queue_dir, config.queue_entries_per_file, config.log.read_path)?;
+    let (queues, discarded) =
+        Queues::open(&queue_dir, config.queue_entries_per_file, config.log.read_path, config.log.map_budget.clone())?;
     if let Some(refill_from) = check_queues(&queues, from, log_next, config.queue_entries_per_file)? {
         from = from.min(refill_from.max(log_start));
     }
@@ -135,12 +136,20 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> StoreResult<StoreInner> 
 fn open_index(root: &Path, config: &StoreConfig) -> StoreResult<(IndexFiles, bool)> {
     let dir = root.join(STORE_INDEX_DIR);
     let existed = dir.is_dir();
-    match IndexFiles::open(&dir, config.index_slots, config.index_entries) {
+    match IndexFiles::open_budgeted(&dir, config.index_slots, config.index_entries, config.log.map_budget.clone()) {
         Ok(index) => Ok((index, !existed)),
         Err(error @ Error::Corrupt { .. }) => {
             tracing::warn!(%error, "an index file is damaged: the index is rebuilt from the commit log");
             IndexFiles::discard(&dir)?;
-            Ok((IndexFiles::open(&dir, config.index_slots, config.index_entries)?, true))
+            Ok((
+                IndexFiles::open_budgeted(
+                    &dir,
+                    config.index_slots,
+                    config.index_entries,
+                    config.log.map_budget.clone(),
+                )?,
+                true,
+            ))
         }
         Err(error) => Err(error.into()),
     }
