@@ -48,6 +48,7 @@ type LogIdOf<C> = LogId<NodeIdOf<C>>;
 /// use strata_log::openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, Vote};
 /// use strata_log::{LogConfig, RaftLogStore};
 ///
+/// use std::io::Cursor; // openraft's default snapshot data, named by the macro
 /// strata_log::openraft::declare_raft_types!(pub Config: D = String, R = String);
 ///
 /// let dir = tempfile::tempdir()?;
