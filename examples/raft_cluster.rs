@@ -174,11 +174,15 @@ struct Connection {
 }
 
 impl Connection {
-    /// The target's `Raft`, or `Unreachable` if it is stopped.
-    fn target<E: std::error::Error>(&self) -> Result<Raft<Kv>, RPCError<u64, BasicNode, E>> {
-        let nodes = self.router.nodes.lock().expect("not poisoned");
-        let down = || std::io::Error::new(std::io::ErrorKind::NotConnected, format!("node {} is down", self.target));
-        nodes.get(&self.target).cloned().ok_or_else(|| RPCError::Network(NetworkError::new(&down())))
+    /// The target's `Raft`, if it is running.
+    fn target(&self) -> Option<Raft<Kv>> {
+        self.router.nodes.lock().expect("not poisoned").get(&self.target).cloned()
+    }
+
+    /// The error of a call to a stopped node.
+    fn down<E: std::error::Error>(&self) -> RPCError<u64, BasicNode, E> {
+        let down = std::io::Error::new(std::io::ErrorKind::NotConnected, format!("node {} is down", self.target));
+        RPCError::Network(NetworkError::new(&down))
     }
 
     fn remote<E: std::error::Error>(
@@ -203,7 +207,7 @@ impl RaftNetwork<Kv> for Connection {
         rpc: AppendEntriesRequest<Kv>,
         _option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
-        self.target()?.append_entries(rpc).await.map_err(self.remote())
+        self.target().ok_or_else(|| self.down())?.append_entries(rpc).await.map_err(self.remote())
     }
 
     async fn install_snapshot(
@@ -211,7 +215,7 @@ impl RaftNetwork<Kv> for Connection {
         rpc: InstallSnapshotRequest<Kv>,
         _option: RPCOption,
     ) -> Result<InstallSnapshotResponse<u64>, RPCError<u64, BasicNode, RaftError<u64, InstallSnapshotError>>> {
-        self.target()?.install_snapshot(rpc).await.map_err(self.remote())
+        self.target().ok_or_else(|| self.down())?.install_snapshot(rpc).await.map_err(self.remote())
     }
 
     async fn vote(
@@ -219,7 +223,7 @@ impl RaftNetwork<Kv> for Connection {
         rpc: VoteRequest<u64>,
         _option: RPCOption,
     ) -> Result<VoteResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
-        self.target()?.vote(rpc).await.map_err(self.remote())
+        self.target().ok_or_else(|| self.down())?.vote(rpc).await.map_err(self.remote())
     }
 }
 

@@ -8,15 +8,16 @@
 #![cfg(all(feature = "openraft", feature = "failpoints"))]
 #![allow(clippy::unwrap_used)]
 
-mod common;
+#[path = "common/raft.rs"]
+mod raft_common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::raft::{Kv, config, log_id, normals, open};
 use openraft::EntryPayload;
 use openraft::storage::{LogState, RaftLogReader, RaftLogStorage, RaftLogStorageExt};
+use raft_common::{Kv, config, log_id, normals, open};
 use strata_log::internals::{CRASH_EXIT_CODE, segment_files};
 use strata_log::{BatchBuilder, Log, Record};
 

@@ -5,11 +5,12 @@
 #![cfg(feature = "openraft")]
 #![allow(clippy::unwrap_used)]
 
-mod common;
+#[path = "common/raft.rs"]
+mod raft_common;
 
-use common::raft::{Kv, config, log_id, normals, open};
 use openraft::storage::{LogState, RaftLogReader, RaftLogStorage, RaftLogStorageExt};
 use openraft::{LogId, Vote};
+use raft_common::{Kv, config, log_id, normals, open};
 use strata_log::{CleanupPolicy, Error, FlushPolicy, LogConfig, RaftLogStore};
 
 async fn state(store: &mut RaftLogStore<Kv>) -> LogState<Kv> {

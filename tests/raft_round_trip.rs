@@ -4,13 +4,14 @@
 #![cfg(feature = "openraft")]
 #![allow(clippy::unwrap_used)]
 
-mod common;
+#[path = "common/raft.rs"]
+mod raft_common;
 
 use std::collections::BTreeSet;
 
-use common::raft::{Kv, log_id, normals, open};
 use openraft::storage::{RaftLogReader, RaftLogStorage, RaftLogStorageExt};
 use openraft::{Entry, EntryPayload, Membership};
+use raft_common::{Kv, log_id, normals, open};
 
 fn debug(entries: &[Entry<Kv>]) -> Vec<String> {
     entries.iter().map(|e| format!("{e:?}")).collect()

@@ -4,11 +4,12 @@
 #![cfg(feature = "openraft")]
 #![allow(clippy::unwrap_used)]
 
-mod common;
+#[path = "common/raft.rs"]
+mod raft_common;
 
-use common::raft::{Kv, MemStateMachine, config};
 use openraft::StorageError;
 use openraft::testing::{StoreBuilder, Suite};
+use raft_common::{Kv, MemStateMachine, config};
 use strata_log::RaftLogStore;
 use tempfile::TempDir;
 

@@ -6,10 +6,11 @@
 #![cfg(feature = "openraft")]
 #![allow(clippy::unwrap_used)]
 
-mod common;
+#[path = "common/raft.rs"]
+mod raft_common;
 
-use common::raft::{Kv, log_id, normals, open};
 use openraft::storage::{RaftLogReader, RaftLogStorage, RaftLogStorageExt};
+use raft_common::{Kv, log_id, normals, open};
 use strata_log::RaftLogStore;
 
 async fn ids(store: &mut RaftLogStore<Kv>) -> Vec<(u64, u64)> {
@@ -60,8 +61,8 @@ async fn a_truncation_retries_while_a_reader_keeps_the_segment_busy() {
 
     let scenario = fail::FailScenario::setup();
     let dir = tempfile::tempdir().unwrap();
-    let config = LogConfig { truncate_wait_ms: 20, ..common::raft::config() };
-    let mut store = common::raft::open_retrying(dir.path(), config).await;
+    let config = LogConfig { truncate_wait_ms: 20, ..raft_common::config() };
+    let mut store = raft_common::open_retrying(dir.path(), config).await;
     store.blocking_append(normals(1, 0..64)).await.unwrap();
     let (entered, inside) = mpsc::channel();
     let entered = std::sync::Mutex::new(entered);

@@ -3,8 +3,6 @@
 
 pub mod child;
 pub mod ext4;
-#[cfg(feature = "openraft")]
-pub mod raft;
 pub mod store_child;
 
 use std::path::Path;

@@ -1,6 +1,9 @@
 //! Helpers of the Raft store's tests (feature `openraft`): the type config, a small in-memory
 //! key-value state machine (openraft's suite needs one beside the log store), entries, and a
-//! log configuration with small segments.
+//! log configuration with small segments. Included by path (`#[path = "common/raft.rs"]`) by
+//! the Raft tests alone: `common/mod.rs` is shared with `strata-cli`'s tests, which have no
+//! `openraft` feature.
+#![allow(dead_code, clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
 use std::io::Cursor;
