@@ -32,6 +32,9 @@
 //!   copied to `.bak`, the new one not yet written), `store_before_abort_removed` (close: log
 //!   closed cleanly, `abort` not yet removed).
 //!
+//! - Raft store: `raft_purge_after_meta` (a purge's `last_purged` written to `raft-meta`, the
+//!   entries not yet deleted).
+//!
 //! Pause point: `read_holding_segment` (a reader copying batches, inside its read guard).
 //!
 //! Panic points (configure with `panic`; they test that a bug in a background thread never hangs

@@ -19,6 +19,8 @@ pub mod internals;
 mod log;
 mod map_budget;
 mod producer;
+#[cfg(feature = "openraft")]
+mod raft;
 mod records;
 mod storage;
 mod store;
@@ -31,9 +33,15 @@ pub use histogram::LatencySummary;
 pub use log::{AppendInfo, CompactionReport, Header, Log, LogMetrics, LogReader, Record, RecordView, RecoveryReport};
 pub use log::{BatchBuffer, BatchBuilder, BatchView, Batches, Cursor, CursorInterrupt};
 pub use map_budget::{MapBudget, MapBudgetConfig, MapBudgetMetrics};
+/// The openraft this crate's [`RaftLogStore`] implements (feature `openraft`), re-exported so an
+/// application names exactly the version the store was built for.
+#[cfg(feature = "openraft")]
+pub use openraft;
 pub use producer::{
     BufferPool, BufferPoolMetrics, PooledBuffer, Producer, ProducerConfig, ProducerError, ProducerResult, SendHandle,
 };
+#[cfg(feature = "openraft")]
+pub use raft::{RaftLogStore, RaftLogStoreReader};
 pub use records::Records;
 pub use store::{
     Dispatch, DispatchRequest, GetResult, GetStatus, Message, MessageStore, PutHandle, PutResult, StoreConfig,
