@@ -30,6 +30,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::events::EventManager;
+use crate::histogram::{Histogram, LatencySummary};
 
 /// How a budget is sized. The watermarks are shares of each limit that must stay *free*.
 #[derive(Debug, Clone, PartialEq)]
@@ -110,7 +111,7 @@ pub(crate) enum Unmap {
 }
 
 /// A snapshot of a budget's metrics.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct MapBudgetMetrics {
     /// Bytes mapped now by the budget's files.
@@ -123,10 +124,8 @@ pub struct MapBudgetMetrics {
     pub reclaimed_background: u64,
     /// Files unmapped by direct reclaim (in a caller about to map).
     pub reclaimed_direct: u64,
-    /// Direct reclaims, and the time callers spent in them (µs).
-    pub direct_stalls: u64,
-    /// See `direct_stalls`.
-    pub direct_stall_us: u64,
+    /// Direct reclaims: how many, and how long a caller stalled in one (p50, p99, max).
+    pub direct_stall: LatencySummary,
     /// Maps made over the soft byte budget because nothing could be reclaimed.
     pub over_budget: u64,
     /// Maps refused because the hard cap `max_maps` would have been passed.
@@ -151,8 +150,7 @@ struct Inner {
     background_wakeups: AtomicU64,
     reclaimed_background: AtomicU64,
     reclaimed_direct: AtomicU64,
-    direct_stalls: AtomicU64,
-    direct_stall_us: AtomicU64,
+    direct_stall: Histogram,
     over_budget: AtomicU64,
     refusals: AtomicU64,
     open_files: AtomicU64,
@@ -202,8 +200,7 @@ impl MapBudget {
                 background_wakeups: AtomicU64::new(0),
                 reclaimed_background: AtomicU64::new(0),
                 reclaimed_direct: AtomicU64::new(0),
-                direct_stalls: AtomicU64::new(0),
-                direct_stall_us: AtomicU64::new(0),
+                direct_stall: Histogram::default(),
                 over_budget: AtomicU64::new(0),
                 refusals: AtomicU64::new(0),
                 open_files: AtomicU64::new(0),
@@ -230,8 +227,7 @@ impl MapBudget {
             background_wakeups: load(&inner.background_wakeups),
             reclaimed_background: load(&inner.reclaimed_background),
             reclaimed_direct: load(&inner.reclaimed_direct),
-            direct_stalls: load(&inner.direct_stalls),
-            direct_stall_us: load(&inner.direct_stall_us),
+            direct_stall: inner.direct_stall.snapshot(),
             over_budget: load(&inner.over_budget),
             refusals: load(&inner.refusals),
             open_files: load(&inner.open_files),
@@ -254,8 +250,7 @@ impl MapBudget {
             let started = Instant::now();
             let freed = self.reclaim(&mut state, &mut held, room);
             inner.reclaimed_direct.fetch_add(freed, Ordering::Relaxed);
-            inner.direct_stalls.fetch_add(1, Ordering::Relaxed);
-            inner.direct_stall_us.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+            inner.direct_stall.record(started.elapsed());
         }
         if state.maps >= max_maps {
             inner.refusals.fetch_add(1, Ordering::Relaxed);
@@ -473,10 +468,10 @@ mod tests {
         for file in &files[..9] {
             map(&budget, file).expect("map");
         }
-        assert_eq!(budget.metrics().direct_stalls, 0, "9 maps leave 1 free: at min");
+        assert_eq!(budget.metrics().direct_stall.count, 0, "9 maps leave 1 free: at min");
         map(&budget, &files[9]).expect("map");
         let metrics = budget.metrics();
-        assert_eq!((metrics.direct_stalls, metrics.reclaimed_direct), (1, 1), "one unmapped so one stays free");
+        assert_eq!((metrics.direct_stall.count, metrics.reclaimed_direct), (1, 1), "one unmapped so one stays free");
         assert_eq!(metrics.maps, 9);
         assert!(!files[0].mapped.load(Ordering::SeqCst));
     }

@@ -7,6 +7,7 @@
 //! (run 1 of every phase, then run 2, …) with a `sync` between them, and the median run is
 //! reported. Library code returning values; the binary renders them.
 
+mod budget;
 mod maintenance;
 mod phases;
 mod store;
@@ -62,15 +63,21 @@ pub enum Sections {
     Log,
     /// The message store's phases.
     Store,
+    /// The map budget's phases (random reads over a log ten times the budget).
+    Budget,
 }
 
 impl Sections {
     fn log(self) -> bool {
-        self != Sections::Store
+        matches!(self, Sections::All | Sections::Log)
     }
 
     fn store(self) -> bool {
-        self != Sections::Log
+        matches!(self, Sections::All | Sections::Store)
+    }
+
+    fn budget(self) -> bool {
+        matches!(self, Sections::All | Sections::Budget)
     }
 }
 
@@ -202,6 +209,8 @@ impl BenchOptions {
             Sections::All => log_disk.saturating_add(store_disk),
             Sections::Log => log_disk,
             Sections::Store => store_disk,
+            // A log of `store_messages` 1 KiB records, at least 64 MiB.
+            Sections::Budget => self.store_messages.saturating_mul(1100).max(80 << 20),
         };
         let parent = self.dir.clone().unwrap_or_else(std::env::temp_dir);
         if let Ok(fs) = rustix::fs::statvfs(&parent) {
