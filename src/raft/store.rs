@@ -208,8 +208,11 @@ fn open_blocking<C: RaftTypeConfig>(dir: &Path, config: LogConfig) -> Result<Ope
             meta::sync_dir(parent)?;
         }
     }
-    let meta = Meta::<C::NodeId>::read(dir)?;
+    // The log first: its directory lock keeps a second open of a live store from touching the
+    // meta file (reading it removes a leftover `raft-meta.tmp`, which in a live store may be the
+    // temporary file being written).
     let shared = Shared::new(Log::open(dir.join(LOG_DIR), config)?);
+    let meta = Meta::<C::NodeId>::read(dir)?;
     // A crash between the meta write and the deletion of a purge: finish the purge.
     if let Some(purged) = &meta.last_purged
         && shared.log.start_offset() <= purged.index
