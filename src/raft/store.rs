@@ -450,6 +450,10 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for RaftLogStore<C> {
 
     async fn truncate(&mut self, log_id: LogIdOf<C>) -> Result<(), StorageError<C::NodeId>> {
         let cut = log_id.index;
+        if cut >= self.shared.log.next_offset() {
+            // Nothing at or past the cut: nothing to remove, and the last log id stays.
+            return Ok(());
+        }
         let shared = Arc::clone(&self.shared);
         blocking("truncating the Raft log", move || shared.truncate(cut))
             .await
