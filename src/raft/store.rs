@@ -209,8 +209,8 @@ fn open_blocking<C: RaftTypeConfig>(dir: &Path, config: LogConfig) -> Result<Ope
         }
     }
     // The log first: its directory lock keeps a second open of a live store from touching the
-    // meta file (reading it removes a leftover `raft-meta.tmp`, which in a live store may be the
-    // temporary file being written).
+    // meta files (reading makes `raft-meta.tmp` if it is missing, which in a live store may be
+    // between its write and its rename).
     let shared = Shared::new(Log::open(dir.join(LOG_DIR), config)?);
     let meta = Meta::<C::NodeId>::read(dir)?;
     // A crash between the meta write and the deletion of a purge: finish the purge.
