@@ -122,7 +122,8 @@ impl<NID: NodeId> Meta<NID> {
         };
         // Not truncated: the blocks the reserve holds are overwritten, so that a write on a full
         // disk (a purge, the way Raft frees space) needs no new block.
-        let mut file = OpenOptions::new().create(true).write(true).open(&tmp).map_err(io("create", &tmp))?;
+        let mut file =
+            OpenOptions::new().create(true).write(true).truncate(false).open(&tmp).map_err(io("create", &tmp))?;
         file.write_all(&bytes).map_err(io("write", &tmp))?;
         file.set_len(bytes.len() as u64).map_err(io("truncate", &tmp))?;
         file.sync_all().map_err(io("fsync", &tmp))?;
