@@ -50,6 +50,7 @@ fn raft_child() {
     };
     match std::env::var(CHILD_OP).as_deref() {
         Ok("purge") => runtime.block_on(purge_child(&dir)),
+        Ok("mixed") => runtime.block_on(mixed_child(&dir)),
         _ => runtime.block_on(append_child(&dir)),
     }
 }
@@ -166,4 +167,91 @@ async fn a_kill_mid_append_and_a_torn_tail_keep_every_flushed_entry() {
     let mut store = open(dir.path()).await;
     assert_eq!(store.get_log_state().await.unwrap().last_log_id, Some(log_id(2, last.index + 9)));
     store.close().await.unwrap();
+}
+
+/// Goes on from what the store holds: 16 entries per call of the vote's term, a new vote every
+/// 4 calls and a purge (up to 40 entries behind the end) every 3, printing
+/// `ack <last index> <vote term> <last purged index>` after each step returned.
+async fn mixed_child(dir: &Path) {
+    let mut store = open(dir).await;
+    let mut out = std::io::stdout().lock();
+    let mut term = store.read_vote().await.unwrap().map_or(1, |vote| vote.leader_id().term);
+    let state = store.get_log_state().await.unwrap();
+    let mut purged = state.last_purged_log_id.map(|id| id.index);
+    let mut next = state.last_log_id.map_or(0, |id| id.index + 1);
+    for step in 0u64.. {
+        if step % 4 == 0 {
+            term += 1;
+            store.save_vote(&openraft::Vote::new_committed(term, 1)).await.unwrap();
+        }
+        store.blocking_append(normals(term, next..next + 16)).await.unwrap();
+        next += 16;
+        if step % 3 == 2 {
+            store.purge(log_id(term, next - 40)).await.unwrap();
+            purged = Some(next - 40);
+        }
+        let purged = purged.map_or(-1, |index| index as i64);
+        writeln!(out, "ack {} {term} {purged}", next - 1).unwrap();
+        out.flush().unwrap();
+    }
+}
+
+/// Kills a child appending, voting and purging at a random moment, `STRATA_RAFT_KILLS` times
+/// (default 4), and checks after each kill that every entry, vote and purge acknowledged before it
+/// survived: the log holds every index from the one after the last purged to at least the last
+/// acknowledged, each entry at its own index, and the next child goes on from there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kills_during_appends_votes_and_purges_keep_every_acknowledged_step() {
+    use rand::RngExt;
+
+    let kills: u32 = std::env::var("STRATA_RAFT_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = rand::rng();
+    let mut checked = 0;
+    for kill in 0..kills {
+        let delay = std::time::Duration::from_millis(rng.random_range(100..600));
+        let mut command = child(dir.path(), "mixed");
+        let mut writer = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        let stdout = writer.stdout.take().unwrap();
+        let acked = tokio::task::spawn_blocking(move || {
+            let lines = std::thread::spawn(move || {
+                let mut acked = None;
+                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                    if let Some((_, rest)) = line.split_once("ack ") {
+                        let fields: Vec<i64> = rest.split(' ').map(|f| f.parse().unwrap()).collect();
+                        acked = Some((fields[0] as u64, fields[1] as u64, fields[2]));
+                    }
+                }
+                acked
+            });
+            std::thread::sleep(delay);
+            writer.kill().unwrap();
+            writer.wait().unwrap();
+            lines.join().unwrap()
+        })
+        .await
+        .unwrap();
+        let Some((last, term, purged)) = acked else { continue };
+        let mut store = raft_common::open(dir.path()).await;
+        let vote = store.read_vote().await.unwrap().unwrap();
+        assert!(vote.leader_id().term >= term, "kill {kill}: vote {vote} below the acknowledged term {term}");
+        let state = store.get_log_state().await.unwrap();
+        let stored_purged = state.last_purged_log_id.map_or(-1, |id| id.index as i64);
+        assert!(stored_purged >= purged, "kill {kill}: purged {stored_purged}, acknowledged {purged}");
+        let start = (stored_purged + 1) as u64;
+        assert_eq!(store.log().start_offset(), start, "kill {kill}: the log start hides the purged entries");
+        let entries = store.try_get_log_entries(..).await.unwrap();
+        let indexes: Vec<u64> = entries.iter().map(|e| e.log_id.index).collect();
+        let stored_last = state.last_log_id.unwrap().index;
+        assert!(stored_last >= last, "kill {kill}: the log ends at {stored_last}, {last} was acknowledged");
+        assert_eq!(indexes, (start..=stored_last).collect::<Vec<_>>(), "kill {kill}: a hole");
+        for entry in &entries {
+            let EntryPayload::Normal(command) = &entry.payload else { panic!("{entry:?}") };
+            let index = entry.log_id.index;
+            assert_eq!(*command, format!("key{index}=value{index}"));
+        }
+        store.close().await.unwrap();
+        checked += 1;
+    }
+    assert!(checked > 0, "no child acknowledged anything before its kill");
 }

@@ -70,3 +70,22 @@ async fn open_refuses_a_log_that_could_lose_or_delete_entries() {
     }
     assert!(!dir.path().join("log").exists(), "a refused open creates nothing");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_open_of_a_live_store_leaves_its_meta_temp_file_alone() {
+    // Regression: `open` removed `raft-meta.tmp` before taking the log's directory lock, so a
+    // second open of a live store (refused with `Error::Locked`) could unlink the temporary file
+    // the live store was writing; its rename then failed and the live node stopped.
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = open(dir.path()).await;
+    store.save_vote(&Vote::new(1, 1)).await.unwrap();
+    // The live store between writing its temporary meta file and renaming it.
+    let tmp = dir.path().join("raft-meta.tmp");
+    std::fs::write(&tmp, b"the live store's next meta").unwrap();
+    let second = RaftLogStore::<Kv>::open(dir.path(), config()).await;
+    assert!(matches!(second, Err(Error::Locked { .. })), "{:?}", second.err());
+    assert!(tmp.exists(), "a refused open removed the live store's temporary meta file");
+    std::fs::remove_file(&tmp).unwrap();
+    store.save_vote(&Vote::new(2, 1)).await.unwrap();
+    store.close().await.unwrap();
+}

@@ -87,3 +87,18 @@ async fn a_truncation_retries_while_a_reader_keeps_the_segment_busy() {
     store.close().await.unwrap();
     scenario.teardown();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncation_past_the_end_changes_nothing() {
+    // Regression: a cut past the end removed nothing but set the last log id from the (absent)
+    // entry before the cut, so `get_log_state` reported an empty log that still held entries.
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = open(dir.path()).await;
+    store.blocking_append(normals(1, 0..10)).await.unwrap();
+    store.truncate(log_id(1, 20)).await.unwrap();
+    assert_eq!(store.get_log_state().await.unwrap().last_log_id, Some(log_id(1, 9)));
+    store.truncate(log_id(1, 10)).await.unwrap();
+    assert_eq!(store.get_log_state().await.unwrap().last_log_id, Some(log_id(1, 9)));
+    assert_eq!(ids(&mut store).await, expected(10, 10));
+    store.close().await.unwrap();
+}

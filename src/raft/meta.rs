@@ -9,7 +9,7 @@
 //! (temp, fsync, rename, fsync the directory), so a crash leaves the old one or the new one,
 //! never a torn one: a file that fails its checks is damage, reported as `Error::Corrupt`.
 
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -98,15 +98,11 @@ impl<NID: NodeId> Meta<NID> {
     }
 
     /// Reads `<dir>/raft-meta`; a directory without one (a new store) has the default meta. A
-    /// temporary file a crash left behind is removed: the rename never happened, so the old file
-    /// (or none) is the meta.
+    /// temporary file a crash left behind is not the meta (the rename never happened): it stays,
+    /// as the space the next write reuses ([`Meta::write`]); one is made if none is there. Called
+    /// with the log's directory lock held (a live store's temporary file is never touched).
     pub fn read(dir: &Path) -> Result<Meta<NID>> {
-        let tmp = dir.join(META_TMP);
-        match fs::remove_file(&tmp) {
-            Ok(()) => sync_dir(dir)?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::Io { op: "remove", path: tmp, source: e }),
-        }
+        reserve(dir);
         let path = dir.join(META_FILE);
         match fs::read(&path) {
             Ok(bytes) => Meta::decode_from(&bytes, &path),
@@ -124,13 +120,38 @@ impl<NID: NodeId> Meta<NID> {
             let path = path.clone();
             move |source| Error::Io { op, path, source }
         };
-        let mut file = File::create(&tmp).map_err(io("create", &tmp))?;
+        // Not truncated: the blocks the reserve holds are overwritten, so that a write on a full
+        // disk (a purge, the way Raft frees space) needs no new block.
+        let mut file =
+            OpenOptions::new().create(true).write(true).truncate(false).open(&tmp).map_err(io("create", &tmp))?;
         file.write_all(&bytes).map_err(io("write", &tmp))?;
+        file.set_len(bytes.len() as u64).map_err(io("truncate", &tmp))?;
         file.sync_all().map_err(io("fsync", &tmp))?;
         drop(file);
         let path = dir.join(META_FILE);
         fs::rename(&tmp, &path).map_err(io("rename", &path))?;
-        sync_dir(dir)
+        sync_dir(dir)?;
+        // The next write's space, taken now (the rename just freed the old meta's block).
+        reserve(dir);
+        Ok(())
+    }
+}
+
+/// Bytes kept allocated in `raft-meta.tmp` between writes: a meta file is far smaller.
+const RESERVE_BYTES: usize = 4096;
+
+/// Makes `<dir>/raft-meta.tmp` hold `RESERVE_BYTES` of allocated space unless it exists, so the
+/// next meta write needs no new block. Best effort: on a full disk the next write allocates.
+fn reserve(dir: &Path) {
+    let tmp = dir.join(META_TMP);
+    let made = OpenOptions::new().create_new(true).write(true).open(&tmp).and_then(|mut file| {
+        file.write_all(&[0; RESERVE_BYTES])?;
+        file.sync_all()
+    });
+    if let Err(error) = made
+        && error.kind() != std::io::ErrorKind::AlreadyExists
+    {
+        tracing::debug!(path = %tmp.display(), %error, "no space reserved for the next Raft meta write");
     }
 }
 
@@ -181,8 +202,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(Meta::<u64>::read(dir.path()).unwrap(), Meta::default());
         sample().write(dir.path()).unwrap();
-        fs::write(dir.path().join(META_TMP), b"half written").unwrap();
+        fs::write(dir.path().join(META_TMP), vec![0xEE; 10_000]).unwrap();
         assert_eq!(Meta::<u64>::read(dir.path()).unwrap(), sample());
-        assert!(!dir.path().join(META_TMP).exists());
+        // Kept as the space of the next write, which overwrites it whole.
+        assert!(dir.path().join(META_TMP).exists());
+        Meta::<u64>::default().write(dir.path()).unwrap();
+        assert_eq!(Meta::<u64>::read(dir.path()).unwrap(), Meta::default());
+        let reserved = fs::metadata(dir.path().join(META_TMP)).unwrap().len();
+        assert_eq!(reserved, RESERVE_BYTES as u64, "the next write's space is reserved");
     }
 }

@@ -208,8 +208,11 @@ fn open_blocking<C: RaftTypeConfig>(dir: &Path, config: LogConfig) -> Result<Ope
             meta::sync_dir(parent)?;
         }
     }
-    let meta = Meta::<C::NodeId>::read(dir)?;
+    // The log first: its directory lock keeps a second open of a live store from touching the
+    // meta files (reading makes `raft-meta.tmp` if it is missing, which in a live store may be
+    // between its write and its rename).
     let shared = Shared::new(Log::open(dir.join(LOG_DIR), config)?);
+    let meta = Meta::<C::NodeId>::read(dir)?;
     // A crash between the meta write and the deletion of a purge: finish the purge.
     if let Some(purged) = &meta.last_purged
         && shared.log.start_offset() <= purged.index
@@ -447,6 +450,10 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for RaftLogStore<C> {
 
     async fn truncate(&mut self, log_id: LogIdOf<C>) -> Result<(), StorageError<C::NodeId>> {
         let cut = log_id.index;
+        if cut >= self.shared.log.next_offset() {
+            // Nothing at or past the cut: nothing to remove, and the last log id stays.
+            return Ok(());
+        }
         let shared = Arc::clone(&self.shared);
         blocking("truncating the Raft log", move || shared.truncate(cut))
             .await
