@@ -218,7 +218,7 @@ fn open_blocking<C: RaftTypeConfig>(dir: &Path, config: LogConfig) -> Result<Ope
         && shared.log.start_offset() <= purged.index
     {
         tracing::info!(dir = %dir.display(), index = purged.index, "re-applying the last purge of the Raft log");
-        shared.purge_before(purged.index + 1)?;
+        shared.purge_before(purged.index.saturating_add(1))?;
     }
     let (start, next) = (shared.log.start_offset(), shared.log.next_offset());
     let mut last_log_id = None;
@@ -406,7 +406,7 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for RaftLogStore<C> {
         I::IntoIter: OptionalSend,
     {
         let failed = storage_error(StorageIOError::write_logs);
-        let min_first = self.meta.last_purged.as_ref().map_or(0, |purged| purged.index + 1);
+        let min_first = self.meta.last_purged.as_ref().map_or(0, |purged| purged.index.saturating_add(1));
         // Encoded here: the entries need not be 'static, the bytes moved to the pool are.
         let mut encoded = Vec::new();
         let mut last: Option<LogIdOf<C>> = None;
@@ -478,7 +478,7 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for RaftLogStore<C> {
         let shared = Arc::clone(&self.shared);
         blocking("purging the Raft log", move || {
             crash_point!("raft_purge_after_meta");
-            shared.purge_before(log_id.index + 1).map_err(Fault::Log)
+            shared.purge_before(log_id.index.saturating_add(1)).map_err(Fault::Log)
         })
         .await
         .map_err(storage_error(StorageIOError::write_logs))?;
