@@ -7,10 +7,8 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use crate::error::Result;
 use crate::events::EventHandle;
 
-use super::metrics::Counters;
 use super::state::ChannelState;
 
 /// Schedules the periodic deletion.
@@ -22,7 +20,7 @@ fn every(state: Weak<ChannelState>, events: EventHandle, period: Duration) {
     let again = events.clone();
     let scheduled = events.put_after(period, "channel deletes taken events", move || {
         let Some(strong) = state.upgrade() else { return Ok(()) };
-        let result = delete_taken(&strong);
+        let result = strong.delete_taken();
         drop(strong);
         every(state, again, period);
         if let Err(error) = result {
@@ -32,28 +30,5 @@ fn every(state: Weak<ChannelState>, events: EventHandle, period: Duration) {
     });
     if scheduled.is_err() {
         tracing::debug!("the channel's event thread stopped; periodic deletion ends");
-    }
-}
-
-/// Deletes the log's records below W, if W moved past the log's start. W only grows: new events
-/// get offsets past the log's next offset, which is past every event held.
-pub(crate) fn delete_taken(state: &ChannelState) -> Result<()> {
-    let low_watermark = state.low_watermark()?;
-    let deleted = state.with_log(|log| {
-        if low_watermark <= log.start_offset() {
-            return Ok(false);
-        }
-        log.delete_records_before(low_watermark)?;
-        Ok(true)
-    });
-    match deleted {
-        Ok(deleted) => {
-            Counters::add(&state.counters.deletions, u64::from(deleted));
-            Ok(())
-        }
-        Err(error) => {
-            Counters::add(&state.counters.background_failures, 1);
-            Err(error)
-        }
     }
 }

@@ -3,7 +3,6 @@
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
@@ -17,7 +16,7 @@ use super::background;
 use super::config::ChannelConfig;
 use super::metrics::{ChannelMetrics, Counters};
 use super::replay::replay;
-use super::state::{ChannelState, Queue};
+use super::state::{ChannelState, Handle, Queue};
 use super::transaction::Transaction;
 
 /// A durable staging buffer between sources and sinks, with Flume `MemoryChannel`'s transactions
@@ -66,7 +65,7 @@ use super::transaction::Transaction;
 /// ```
 #[derive(Clone)]
 pub struct Channel {
-    state: Arc<ChannelState>,
+    state: Arc<Handle>,
 }
 
 const _: () = {
@@ -105,7 +104,7 @@ impl Channel {
         });
         background::schedule(&state, &manager.handle());
         *state.events.lock() = Some(manager);
-        Ok(Channel { state })
+        Ok(Channel { state: Arc::new(Handle(state)) })
     }
 
     /// Closes the channel: every later call of any of its handles and transactions returns
@@ -114,7 +113,7 @@ impl Channel {
     /// Open transactions keep what they took; it is held again at the next open. Dropping the
     /// last handle (and transaction) without closing does the same, but can only log a failure.
     pub fn close(self) -> Result<()> {
-        close(&self.state)
+        self.state.close()
     }
 
     /// A new, empty transaction on this channel.
@@ -182,33 +181,5 @@ impl Channel {
 impl std::fmt::Debug for Channel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Channel").field("dir", &self.state.dir).field("size", &self.size()).finish()
-    }
-}
-
-/// The close (see [`Channel::close`]); a second one does nothing.
-fn close(state: &ChannelState) -> Result<()> {
-    if !state.mark_closed() {
-        return Ok(());
-    }
-    let manager = state.events.lock().take();
-    if let Some(manager) = manager
-        && let Err(error) = manager.shutdown(Duration::from_secs(30))
-    {
-        tracing::error!(%error, "the channel's event thread did not stop");
-    }
-    let deleted = background::delete_taken(state);
-    // Waits for the commits holding the log's slot (appending, or waiting for durability).
-    let log = state.log.write().take();
-    let closed = log.map_or(Ok(()), Log::close);
-    deleted.and(closed)?;
-    tracing::info!(dir = %state.dir.display(), "channel closed");
-    Ok(())
-}
-
-impl Drop for ChannelState {
-    fn drop(&mut self) {
-        if let Err(error) = close(self) {
-            tracing::error!(dir = %self.dir.display(), %error, "closing the channel on drop failed");
-        }
     }
 }

@@ -10,7 +10,9 @@
 
 use std::collections::{BTreeSet, VecDeque};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
@@ -46,6 +48,36 @@ pub(crate) struct ChannelState {
     /// Set once by the close, under the channel lock (so a waiter checking it under that lock
     /// cannot miss the wake-up that follows); read without it by puts and takes.
     pub(crate) closed: AtomicBool,
+}
+
+/// What the user's handles (`Channel`s and `Transaction`s) share: the last one dropped closes
+/// the channel there and then, so the directory can be opened again at once. The background
+/// event holds the state only weakly and for a moment, so the state itself may outlive the
+/// handles briefly (closed).
+pub(crate) struct Handle(pub(crate) Arc<ChannelState>);
+
+impl std::ops::Deref for Handle {
+    type Target = ChannelState;
+
+    fn deref(&self) -> &ChannelState {
+        &self.0
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        if let Err(error) = self.0.close() {
+            tracing::error!(dir = %self.0.dir.display(), %error, "closing the channel on drop failed");
+        }
+    }
+}
+
+impl Drop for ChannelState {
+    fn drop(&mut self) {
+        if let Err(error) = self.close() {
+            tracing::error!(dir = %self.dir.display(), %error, "closing the channel on drop failed");
+        }
+    }
 }
 
 /// What the channel lock guards.
@@ -102,6 +134,51 @@ impl ChannelState {
     pub(crate) fn publish(&self, queue: &mut Queue, visible_end: u64) {
         if queue.publish(visible_end) > 0 {
             self.not_empty.notify_all();
+        }
+    }
+
+    /// Closes the channel (see `Channel::close`); a second call does nothing.
+    pub(crate) fn close(&self) -> Result<()> {
+        if !self.mark_closed() {
+            return Ok(());
+        }
+        let manager = self.events.lock().take();
+        if let Some(manager) = manager
+            && let Err(error) = manager.shutdown(Duration::from_secs(30))
+        {
+            tracing::error!(%error, "the channel's event thread did not stop");
+        }
+        let deleted = self.delete_taken();
+        // Waits for the commits holding the log's slot (appending, or waiting for durability).
+        let log = self.log.write().take();
+        let closed = log.map_or(Ok(()), Log::close);
+        deleted.and(closed)?;
+        tracing::info!(dir = %self.dir.display(), "channel closed");
+        Ok(())
+    }
+
+    /// Deletes the log's records below W, if W moved past the log's start (the background work,
+    /// and the close). W only grows: new events get offsets past the log's next offset, which is
+    /// past every event held.
+    pub(crate) fn delete_taken(&self) -> Result<()> {
+        let deleted = self.low_watermark().and_then(|low_watermark| {
+            self.with_log(|log| {
+                if low_watermark <= log.start_offset() {
+                    return Ok(false);
+                }
+                log.delete_records_before(low_watermark)?;
+                Ok(true)
+            })
+        });
+        match deleted {
+            Ok(deleted) => {
+                Counters::add(&self.counters.deletions, u64::from(deleted));
+                Ok(())
+            }
+            Err(error) => {
+                Counters::add(&self.counters.background_failures, 1);
+                Err(error)
+            }
         }
     }
 

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use super::commit::Lists;
 use super::event::Event;
 use super::metrics::Counters;
-use super::state::ChannelState;
+use super::state::Handle;
 
 /// Puts and takes on a [`Channel`](crate::Channel) that commit or roll back together. Made by
 /// [`Channel::transaction`](crate::Channel::transaction); it holds its channel (so it is
@@ -53,7 +53,7 @@ use super::state::ChannelState;
 /// # Ok(()) }
 /// ```
 pub struct Transaction {
-    state: Arc<ChannelState>,
+    state: Arc<Handle>,
     lists: Lists,
 }
 
@@ -63,7 +63,7 @@ const _: () = {
 };
 
 impl Transaction {
-    pub(crate) fn new(state: Arc<ChannelState>) -> Transaction {
+    pub(crate) fn new(state: Arc<Handle>) -> Transaction {
         Transaction { state, lists: Lists::default() }
     }
 
