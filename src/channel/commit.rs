@@ -137,6 +137,13 @@ impl ChannelState {
         let (info, visible) = self.with_log(|log| Ok((log.append_nowait(&records)?, log.visible_end())))?;
         debug_assert_eq!(info.last_offset - info.base_offset + 1, records.len() as u64, "one offset per record");
         apply(&mut queue, lists, info.base_offset);
+        let grows = lists.puts.len() > lists.takes.len();
+        debug_assert!(
+            !grows || queue.held() <= self.config.capacity,
+            "a commit that adds events stays within capacity"
+        );
+        let grows = lists.put_bytes > lists.take_bytes;
+        debug_assert!(!grows || queue.bytes <= self.byte_limit, "a commit that adds bytes stays within the limit");
         if !lists.takes.is_empty() {
             self.room.notify_all();
         }

@@ -155,6 +155,7 @@ impl Channel {
         Ok(ChannelMetrics {
             size,
             taken,
+            held,
             capacity,
             remaining_capacity: capacity.saturating_sub(held),
             fill_percentage: held as f64 * 100.0 / capacity as f64,

@@ -40,10 +40,12 @@ pub struct ChannelMetrics {
     pub size: u64,
     /// Events taken by open transactions (they still count against the capacity).
     pub taken: u64,
+    /// Events held: committed and not take-committed. Besides `size` and `taken`, the events of
+    /// commits not yet durable (under `FlushPolicy::Always` takers see them once they are).
+    pub held: u64,
     /// `ChannelConfig::capacity`.
     pub capacity: u64,
-    /// Events a commit may still add: `capacity` minus the events held (committed, not
-    /// take-committed; `size + taken`), or 0.
+    /// Events a commit may still add: `capacity` minus `held`, or 0.
     pub remaining_capacity: u64,
     /// The events held as a percentage of `capacity` (above 100 only after a reopen with a
     /// lower capacity).
