@@ -183,6 +183,58 @@ pub enum Error {
         /// The panic message.
         message: String,
     },
+    /// A channel commit found no room for its puts (`capacity` events, or the byte limit) within
+    /// `keep_alive_ms`; nothing was applied and the transaction is still open (commit again,
+    /// or roll back).
+    #[error(
+        "channel full: {events} events and {bytes} bytes would exceed capacity {capacity} or byte limit \
+         {byte_limit} (waited {waited:?}); take faster, or raise capacity or byte_capacity"
+    )]
+    ChannelFull {
+        /// Events the channel would hold after the commit (committed, not take-committed).
+        events: u64,
+        /// Body bytes it would hold after the commit.
+        bytes: u64,
+        /// `ChannelConfig::capacity`.
+        capacity: u64,
+        /// `byte_capacity × (100 − byte_capacity_buffer_percentage) / 100`.
+        byte_limit: u64,
+        /// How long the commit waited for room.
+        waited: std::time::Duration,
+    },
+    /// A channel transaction already holds `transaction_capacity` puts (or takes); the put or
+    /// take was refused and the transaction stays open. Flume's advice holds: commit more often,
+    /// or raise `transaction_capacity`.
+    #[error(
+        "{what} list of the transaction is full ({capacity} events): commit more often or raise transaction_capacity"
+    )]
+    TransactionCapacity {
+        /// `"put"` or `"take"`.
+        what: &'static str,
+        /// `ChannelConfig::transaction_capacity`.
+        capacity: u64,
+    },
+    /// A channel transaction's batch (its puts and its take record, committed as one batch of the
+    /// log) would exceed the log's `max_batch_bytes`; the put or take was refused and the
+    /// transaction stays open: commit what it holds first.
+    #[error("the transaction's batch would be {size} bytes, more than max_batch_bytes {max}: commit more often")]
+    TransactionTooLarge {
+        /// The batch's encoded size with the refused event.
+        size: u64,
+        /// The log's `max_batch_bytes`.
+        max: u64,
+    },
+    /// A record of a channel's log that the channel never writes (it was changed behind its
+    /// back): the channel does not open.
+    #[error("the record at offset {offset} of {path} is not a channel record: {reason}")]
+    NotAChannelRecord {
+        /// The channel's log directory.
+        path: PathBuf,
+        /// The record's offset.
+        offset: u64,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
 }
 
 /// Why a batch, record, index or checkpoint failed validation.

@@ -253,6 +253,18 @@ pub const MESSAGE_BORN_HEADER: &str = "strata.born";
 /// The longest topic name, in bytes (a topic names a directory).
 pub const MAX_TOPIC_LEN: usize = 127;
 const _: () = assert!(MESSAGE_TOPIC_HEADER.len() > MESSAGE_HEADER_PREFIX.len());
+/// A channel's log directory (`<dir>/log/`, DESIGN.md §12).
+pub const CHANNEL_LOG_DIR: &str = "log";
+/// The record key of a channel's take record (docs/FORMAT.md "Channel records"); a put event's
+/// record has no key.
+pub const CHANNEL_TAKE_KEY: &[u8] = b"strata.take";
+/// The first byte of a take record's value: its version.
+pub const CHANNEL_TAKE_VERSION: u8 = 1;
+/// A take record's value: the version byte, then ranges of taken offsets.
+pub const CHANNEL_TAKE_HEADER_LEN: usize = 1 /* version */;
+/// One taken range: `start u64` (first taken offset), `end u64` (one past the last), big-endian.
+pub const CHANNEL_TAKE_RANGE_LEN: usize = 8 /* start */ + 8 /* end */;
+const _: () = assert!(CHANNEL_TAKE_RANGE_LEN == 16);
 /// ConsumeQueue file suffix: `<consumequeue>/<topic>/<queue_id>/<first queue offset, 20 digits>.cq`.
 pub const CQ_SUFFIX: &str = ".cq";
 /// The directory lock file.

@@ -4,6 +4,7 @@
 // Every module is private: what a user may depend on is the `pub use` list below, nothing else.
 // The `strata` command and the tests reach further through the hidden `internals` module (feature
 // `internals`), which is not part of the API.
+mod channel;
 mod clock;
 mod config;
 mod error;
@@ -25,6 +26,7 @@ mod records;
 mod storage;
 mod store;
 
+pub use channel::{Channel, ChannelConfig, ChannelMetrics, Event, Transaction};
 pub use clock::{Clock, ManualClock};
 pub use config::{CleanupPolicy, FlushPolicy, LogConfig, ReadPath, RecoveryMode};
 pub use error::{Corruption, Error, Result};

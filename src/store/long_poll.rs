@@ -67,6 +67,9 @@ impl LongPolls {
         end.max_offset = end.max_offset.max(max_offset);
         drop(end);
         signal.arrived.notify_all();
+        // The waiter it woke may have released the signal while this clone still held it (and so
+        // kept it): whichever of the two lets go last removes it.
+        self.release(topic, queue_id, signal);
     }
 
     /// Waits until the queue ends past `offset` (`current_end()` is asked once the wait is

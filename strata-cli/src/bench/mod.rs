@@ -8,6 +8,7 @@
 //! reported. Library code returning values; the binary renders them.
 
 mod budget;
+mod channel;
 mod maintenance;
 mod phases;
 mod store;
@@ -65,6 +66,8 @@ pub enum Sections {
     Store,
     /// The map budget's phases (random reads over a log ten times the budget).
     Budget,
+    /// The channel's phases (put-commit and take-commit against `Log::append`).
+    Channel,
 }
 
 impl Sections {
@@ -78,6 +81,10 @@ impl Sections {
 
     fn budget(self) -> bool {
         matches!(self, Sections::All | Sections::Budget)
+    }
+
+    fn channel(self) -> bool {
+        matches!(self, Sections::All | Sections::Channel)
     }
 }
 
@@ -205,12 +212,17 @@ impl BenchOptions {
             .saturating_mul(5 * 250)
             .saturating_add(self.store_messages.saturating_mul(300))
             .saturating_add(6 * 420_000_000);
+        // The channel's: two thread counts of an append baseline and a channel, each of at most
+        // `durable_ops` transactions of 100 events of ~130 bytes, in 64 MiB segments (one more
+        // preallocated).
+        let channel_disk = self.durable_ops.saturating_mul(100 * 130 * 4).saturating_add(16 * (64 << 20));
         let disk = match self.sections {
-            Sections::All => log_disk.saturating_add(store_disk),
+            Sections::All => log_disk.saturating_add(store_disk).saturating_add(channel_disk),
             Sections::Log => log_disk,
             Sections::Store => store_disk,
             // A log of `store_messages` 1 KiB records, at least 64 MiB.
             Sections::Budget => self.store_messages.saturating_mul(1100).max(80 << 20),
+            Sections::Channel => channel_disk,
         };
         let parent = self.dir.clone().unwrap_or_else(std::env::temp_dir);
         if let Ok(fs) = rustix::fs::statvfs(&parent) {
@@ -326,6 +338,8 @@ fn add_ratios(results: &mut [BenchResult]) {
     let durable_single = find(results, "durable_1t_100B_x1");
     let keyed_idle = find(results, "append_keyed_idle");
     let appends: Vec<BenchResult> = results.iter().filter(|r| r.name.starts_with("store_append_")).cloned().collect();
+    let channel_appends: Vec<BenchResult> =
+        results.iter().filter(|r| r.name.starts_with("channel_append_")).cloned().collect();
     for r in results.iter_mut() {
         let against = |base: &Option<BenchResult>, mb: bool| {
             base.as_ref().map(|b| {
@@ -344,6 +358,13 @@ fn add_ratios(results: &mut [BenchResult]) {
             against(&durable_single, false)
         } else if r.name.starts_with("append_keyed_during") {
             against(&keyed_idle, false)
+        } else if let Some(threads) =
+            r.name.strip_prefix("channel_put_").or_else(|| r.name.strip_prefix("channel_take_"))
+        {
+            // The same bytes appended by the log alone, 100 records per call, same threads.
+            // Compared in events (records) per second: a take transaction may hold fewer than 100.
+            let append = channel_appends.iter().find(|a| a.name.strip_prefix("channel_append_") == Some(threads));
+            append.map(|a| (a.name.clone(), r.records_per_sec / a.records_per_sec))
         } else if let Some(policy_threads) = r.name.strip_prefix("store_put_") {
             // The same records appended by the log alone, one per call, same policy and threads.
             let append = appends.iter().find(|a| a.name.strip_prefix("store_append_") == Some(policy_threads));
@@ -497,6 +518,32 @@ mod tests {
         let large = results.iter().find(|r| r.name == "append_1KiB").expect("append");
         assert_eq!(large.baseline.as_deref(), Some("raw_write"));
         assert!(results.iter().find(|r| r.name == "raw_write_fdatasync").and_then(|r| r.note.as_ref()).is_some());
+    }
+
+    #[test]
+    fn a_tiny_channel_run_measures_puts_and_takes_against_appends_of_the_same_bytes() {
+        let options = BenchOptions {
+            threads: 2,
+            durable_ops: 5,
+            durable_seconds: 1.0,
+            runs: 1,
+            sections: Sections::Channel,
+            ..BenchOptions::default()
+        };
+        let results = run(&options, &mut |_, _, _| {}).expect("bench");
+        let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
+        assert!(!names.contains(&"raw_write") && !names.iter().any(|n| n.starts_with("store_")), "{names:?}");
+        for threads in [1, 2] {
+            let put = results.iter().find(|r| r.name == format!("channel_put_{threads}t")).expect("put");
+            let take = results.iter().find(|r| r.name == format!("channel_take_{threads}t")).expect("take");
+            let baseline = format!("channel_append_{threads}t");
+            assert_eq!((put.baseline.as_deref(), take.baseline.as_deref()), (Some(&*baseline), Some(&*baseline)));
+            // At most 5 transactions of 100 events, and the take phase drains what was put.
+            assert!(put.records > 0 && put.records <= 500 && put.records % 100 == 0, "{put:?}");
+            assert_eq!((take.records, take.bytes), (put.records, put.records * 100), "{take:?}");
+            let replay = results.iter().find(|r| r.name == format!("channel_replay_{threads}t")).expect("replay");
+            assert_eq!(replay.records, put.records);
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::maintenance::{self, Background};
-use super::{BenchOptions, BenchResult, budget, fsync_regime, result, size_name, store, sync_all};
+use super::{BenchOptions, BenchResult, budget, channel, fsync_regime, result, size_name, store, sync_all};
 use strata_log::internals::io_error;
 use strata_log::{
     Error, FlushPolicy, Log, LogConfig, Producer, ProducerConfig, ProducerError, ReadPath, Record, Result,
@@ -35,6 +35,9 @@ pub(super) fn run_all(dir: &Path, options: &BenchOptions, progress: Progress<'_>
     }
     if options.sections.budget() {
         budget::run_all(dir, options, &mut phase, progress)?;
+    }
+    if options.sections.channel() {
+        channel::run_all(dir, options, &mut phase, progress)?;
     }
     Ok(out)
 }

@@ -98,7 +98,7 @@ fn call_cap(options: &BenchOptions, policy: FlushPolicy) -> u64 {
 
 /// Calls `op(thread, call)` from `threads` threads until `cap` calls in all or `seconds` have
 /// passed; returns every call's latency and the wall time.
-fn drive(
+pub(super) fn drive(
     dir: &Path,
     threads: usize,
     cap: u64,

@@ -405,7 +405,7 @@ struct BenchArgs {
     /// Runs of each phase; the median is reported [default: 3; --full: 5].
     #[arg(long)]
     runs: Option<usize>,
-    /// Which phases run: all, log, store (the message store's) or budget (the map budget's).
+    /// Which phases run: all, log, store (the message store's), channel or budget (the map budget's).
     #[arg(long, default_value = "all", value_parser = parse_sections)]
     section: Sections,
     /// Seconds each store throughput phase runs at most [default: 2; --full: 5].
@@ -842,14 +842,15 @@ fn run_bench(options: &BenchOptions) -> strata_log::Result<Vec<BenchResult>> {
     results
 }
 
-/// `all`, `log` or `store`.
+/// `all`, `log`, `store` or `channel`.
 fn parse_sections(text: &str) -> Result<Sections, String> {
     match text {
         "all" => Ok(Sections::All),
         "log" => Ok(Sections::Log),
         "store" => Ok(Sections::Store),
         "budget" => Ok(Sections::Budget),
-        _ => Err(format!("expected all, log, store or budget, got {text:?}")),
+        "channel" => Ok(Sections::Channel),
+        _ => Err(format!("expected all, log, store, channel or budget, got {text:?}")),
     }
 }
 

@@ -534,5 +534,10 @@ pub fn bench_table(out: &mut dyn Write, results: &[BenchResult]) -> io::Result<(
     writeln!(out, "  durable_<T>t_<size>_x<batch> FlushPolicy::Always from T threads; producer_*; recovery_scan;")?;
     writeln!(out, "  compaction; append_keyed_* appends beside background deletion or compaction;")?;
     writeln!(out, "  store_put_<T>t_<policy> MessageStore::put vs store_append_* (Log::append, same records);")?;
-    writeln!(out, "  store_dispatch_lag_*; store_get_x<max>; store_query_by_key; store_recovery_* (unclean open)")
+    writeln!(out, "  store_dispatch_lag_*; store_get_x<max>; store_query_by_key; store_recovery_* (unclean open)")?;
+    writeln!(
+        out,
+        "  channel_put/take_<T>t Channel transactions of 100 x 100 B events under Always from T threads vs \
+         channel_append_<T>t (Log::append of the same 100 records); channel_replay_<T>t: reopening it"
+    )
 }
