@@ -124,3 +124,30 @@ fn the_open_file_budget_refuses_a_log_past_it() {
     assert_eq!(budget.metrics().open_files, 0);
     Log::open(dir.path().join("b"), config(Some(budget))).unwrap();
 }
+
+/// A roll refused by the open-file budget at the new segment's third file (`.timeindex`) left that
+/// file behind, so once descriptors were free again every later roll failed on its name
+/// (`create_new`: already exists) instead of working.
+#[test]
+fn a_roll_refused_by_the_open_file_budget_leaves_no_file_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two logs hold 3 descriptors each; a roll of one needs 3 more but only 2 are left.
+    let budget = MapBudget::new(MapBudgetConfig { max_open_files: 8, ..MapBudgetConfig::default() }).unwrap();
+    let config = || LogConfig { preallocate: false, ..config(Some(budget.clone())) };
+    let log = Log::open(dir.path().join("a"), config()).unwrap();
+    let other = Log::open(dir.path().join("b"), config()).unwrap();
+    let value = [7u8; 100];
+    let refused = loop {
+        match log.append(&[Record::new(&value)]) {
+            Ok(_) => assert_eq!(log.segment_count(), 1, "the roll must be refused"),
+            Err(error) => break error,
+        }
+    };
+    assert!(matches!(refused, strata_log::Error::OpenFileBudget { max_open_files: 8, .. }), "{refused:?}");
+    assert_eq!(budget.metrics().open_files, 6, "the refused roll gave its descriptors back");
+    other.close().unwrap();
+    log.append(&[Record::new(&value)]).expect("descriptors are free again: the roll works");
+    assert_eq!(log.segment_count(), 2);
+    log.close().unwrap();
+    assert_eq!(budget.metrics().open_files, 0);
+}
