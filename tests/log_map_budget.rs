@@ -151,3 +151,28 @@ fn a_roll_refused_by_the_open_file_budget_leaves_no_file_behind() {
     log.close().unwrap();
     assert_eq!(budget.metrics().open_files, 0);
 }
+
+/// A segment removed shortly before the log closed (its delayed unlink still queued, so dropped
+/// by the close) was never retired: the skip map's deferred reclamation kept it, and its map stayed
+/// made and counted by the budget after the log was closed.
+#[test]
+fn segments_removed_just_before_close_give_their_maps_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let budget = MapBudget::new(MapBudgetConfig::default()).unwrap();
+    // The default delay (60 s) keeps the removed segments' unlinks queued until the close.
+    let log = Log::open(dir.path(), config(Some(budget.clone()))).unwrap();
+    let value = [7u8; 100];
+    while log.segment_count() < 4 {
+        log.append(&[Record::new(&value)]).unwrap();
+    }
+    log.flush().unwrap();
+    for offset in log.start_offset()..log.next_offset() {
+        log.read(offset, 1).unwrap().next().unwrap().unwrap();
+    }
+    assert!(budget.metrics().maps > 0, "sealed segments were read: {:?}", budget.metrics());
+    log.delete_records_before(log.next_offset() - 1).unwrap();
+    log.close().unwrap();
+    let metrics = budget.metrics();
+    assert_eq!((metrics.maps, metrics.mapped_bytes, metrics.open_files), (0, 0, 0), "{metrics:?}");
+    assert_eq!(maps_under(dir.path()), 0);
+}
