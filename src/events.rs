@@ -153,13 +153,15 @@ impl EventManager {
 
     fn stop(&mut self, timeout: Duration) -> Result<()> {
         let Some(thread) = self.thread.take() else { return Ok(()) };
-        {
+        let dropped = {
             let mut state = self.handle.inner.state.lock();
             state.shutdown = true;
-            state.queue.clear();
-            state.delayed.clear();
             self.handle.inner.wake.notify_all();
-        }
+            (std::mem::take(&mut state.queue), std::mem::take(&mut state.delayed))
+        };
+        // Outside the queue's lock: dropping an event may take other locks (a removed segment's
+        // unlink retires it).
+        drop(dropped);
         // Stopped from one of its own events (the last owner dropped there): it cannot wait for
         // itself; it ends when that event returns.
         if thread.thread().id() == std::thread::current().id() {

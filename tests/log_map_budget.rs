@@ -124,3 +124,55 @@ fn the_open_file_budget_refuses_a_log_past_it() {
     assert_eq!(budget.metrics().open_files, 0);
     Log::open(dir.path().join("b"), config(Some(budget))).unwrap();
 }
+
+/// A roll refused by the open-file budget at the new segment's third file (`.timeindex`) left that
+/// file behind, so once descriptors were free again every later roll failed on its name
+/// (`create_new`: already exists) instead of working.
+#[test]
+fn a_roll_refused_by_the_open_file_budget_leaves_no_file_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two logs hold 3 descriptors each; a roll of one needs 3 more but only 2 are left.
+    let budget = MapBudget::new(MapBudgetConfig { max_open_files: 8, ..MapBudgetConfig::default() }).unwrap();
+    let config = || LogConfig { preallocate: false, ..config(Some(budget.clone())) };
+    let log = Log::open(dir.path().join("a"), config()).unwrap();
+    let other = Log::open(dir.path().join("b"), config()).unwrap();
+    let value = [7u8; 100];
+    let refused = loop {
+        match log.append(&[Record::new(&value)]) {
+            Ok(_) => assert_eq!(log.segment_count(), 1, "the roll must be refused"),
+            Err(error) => break error,
+        }
+    };
+    assert!(matches!(refused, strata_log::Error::OpenFileBudget { max_open_files: 8, .. }), "{refused:?}");
+    assert_eq!(budget.metrics().open_files, 6, "the refused roll gave its descriptors back");
+    other.close().unwrap();
+    log.append(&[Record::new(&value)]).expect("descriptors are free again: the roll works");
+    assert_eq!(log.segment_count(), 2);
+    log.close().unwrap();
+    assert_eq!(budget.metrics().open_files, 0);
+}
+
+/// A segment removed shortly before the log closed (its delayed unlink still queued, so dropped
+/// by the close) was never retired: the skip map's deferred reclamation kept it, and its map stayed
+/// made and counted by the budget after the log was closed.
+#[test]
+fn segments_removed_just_before_close_give_their_maps_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let budget = MapBudget::new(MapBudgetConfig::default()).unwrap();
+    // The default delay (60 s) keeps the removed segments' unlinks queued until the close.
+    let log = Log::open(dir.path(), config(Some(budget.clone()))).unwrap();
+    let value = [7u8; 100];
+    while log.segment_count() < 4 {
+        log.append(&[Record::new(&value)]).unwrap();
+    }
+    log.flush().unwrap();
+    for offset in log.start_offset()..log.next_offset() {
+        log.read(offset, 1).unwrap().next().unwrap().unwrap();
+    }
+    assert!(budget.metrics().maps > 0, "sealed segments were read: {:?}", budget.metrics());
+    log.delete_records_before(log.next_offset() - 1).unwrap();
+    log.close().unwrap();
+    let metrics = budget.metrics();
+    assert_eq!((metrics.maps, metrics.mapped_bytes, metrics.open_files), (0, 0, 0), "{metrics:?}");
+    assert_eq!(maps_under(dir.path()), 0);
+}

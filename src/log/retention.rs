@@ -141,9 +141,14 @@ impl LogState {
 
     /// Unlinks a removed segment's `.deleted` files after `file_delete_delay_ms`, once no reader
     /// holds it.
+    ///
+    /// The segment is retired even if the event never runs (the log closing drops queued events, or
+    /// refuses one put while it shuts down): the skip map may hold it for a long while yet, and its
+    /// maps would stay, counted by the map budget, until then.
     pub(crate) fn schedule_unlink(&self, segment: Arc<LogSegment>, files: Vec<PathBuf>) {
+        let segment = RetireOnDrop(segment);
         let unlink = move || {
-            segment.retire();
+            segment.0.retire();
             for path in &files {
                 storage::remove_if_exists(path)?;
             }
@@ -163,5 +168,14 @@ impl LogState {
                 }
             }
         }
+    }
+}
+
+/// A removed segment, retired when dropped (an unlink event dropped without running).
+struct RetireOnDrop(Arc<LogSegment>);
+
+impl Drop for RetireOnDrop {
+    fn drop(&mut self) {
+        self.0.retire();
     }
 }

@@ -96,7 +96,10 @@ impl LogSegment {
             let offset_index = OffsetIndex::create(&paths.index, config.index_bytes, reads)
                 .inspect(|_| created.push(&paths.index))?
                 .budgeted(budget)?;
-            let time_index = TimeIndex::create(&paths.time_index, config.index_bytes, reads)?.budgeted(budget)?;
+            // Recorded like the others: putting it under the budget can fail after it was created.
+            let time_index = TimeIndex::create(&paths.time_index, config.index_bytes, reads)
+                .inspect(|_| created.push(&paths.time_index))?
+                .budgeted(budget)?;
             Ok((log, offset_index, time_index))
         })();
         let (log, offset_index, time_index) = made.inspect_err(|_| {
