@@ -324,6 +324,17 @@ impl MapBudget {
         opened.map(|_| ()).map_err(|open| Error::OpenFileBudget { open, max_open_files: max })
     }
 
+    /// `Error::OpenFileBudget` unless `files` more descriptors fit now: checked by an operation
+    /// that opens files after a step it cannot take back (a truncation or reset, after its
+    /// checkpoint), so a full budget refuses it before anything changes.
+    pub(crate) fn check_open_room(&self, files: u64) -> Result<()> {
+        let (open, max) = (self.inner.open_files.load(Ordering::Acquire), self.inner.config.max_open_files);
+        if open.saturating_add(files) > max {
+            return Err(Error::OpenFileBudget { open, max_open_files: max });
+        }
+        Ok(())
+    }
+
     /// A file gave its descriptor back.
     pub(crate) fn close_file(&self) {
         let _ = self.inner.open_files.fetch_update(Ordering::AcqRel, Ordering::Acquire, |open| open.checked_sub(1));

@@ -176,3 +176,32 @@ fn segments_removed_just_before_close_give_their_maps_back() {
     assert_eq!((metrics.maps, metrics.mapped_bytes, metrics.open_files), (0, 0, 0), "{metrics:?}");
     assert_eq!(maps_under(dir.path()), 0);
 }
+
+#[test]
+fn a_truncation_or_reset_the_open_file_budget_cannot_take_is_refused_before_anything_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    // Room for two active segments: a roll (sealed by a flush before the next) fits.
+    let budget = MapBudget::new(MapBudgetConfig { max_open_files: 6, ..MapBudgetConfig::default() }).unwrap();
+    let config = || LogConfig { preallocate: false, ..config(Some(budget.clone())) };
+    let log = Log::open(dir.path().join("a"), config()).unwrap();
+    while log.segment_count() < 3 {
+        log.append(&[Record::new(&[7u8; 100])]).unwrap();
+        log.flush().unwrap();
+    }
+    let next = log.next_offset();
+    // Another log takes the rest of the budget.
+    let other = Log::open(dir.path().join("b"), config()).unwrap();
+    // Into a sealed segment: the active one is removed (its files stay open until their delayed
+    // unlink) and the cut one reopened as active — three more descriptors than are left.
+    let refused = log.truncate_to(5);
+    assert!(matches!(refused, Err(strata_log::Error::OpenFileBudget { .. })), "{refused:?}");
+    let refused = log.reset_at(1_000);
+    assert!(matches!(refused, Err(strata_log::Error::OpenFileBudget { .. })), "{refused:?}");
+    assert_eq!(log.next_offset(), next, "nothing changed");
+    let info = log.append(&[Record::new(b"still appendable")]).unwrap();
+    assert_eq!(info.base_offset, next, "and not poisoned");
+    drop(other);
+    assert_eq!(log.truncate_to(5).unwrap(), 5, "with room again it goes through");
+    log.close().unwrap();
+    assert_eq!(budget.metrics().open_files, 0);
+}

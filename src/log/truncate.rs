@@ -17,6 +17,9 @@ use crate::log::segments::StructureGuard;
 use crate::log::state::LogState;
 use crate::storage;
 
+/// Files (and descriptors) of an active segment: `.log`, `.index`, `.timeindex`.
+const SEGMENT_FILES: u64 = 3;
+
 impl LogState {
     /// Removes every record at or after `offset` (the whole batch holding it, if it is inside one)
     /// and returns the new next offset.
@@ -64,6 +67,12 @@ impl LogState {
             return Ok(start);
         }
         let kept = segment.indexes_before(at.position, cut)?;
+        // The reopened segment takes three descriptors; removed segments keep theirs until their
+        // delayed unlink, and only the cut segment, if active, gives its own back: refuse now,
+        // before the checkpoint, rather than poison the log after it.
+        if let Some(budget) = &self.config.map_budget {
+            budget.check_open_room(if segment.is_sealed() { SEGMENT_FILES } else { 0 })?;
+        }
         // The recovery point comes down first, so no crash can claim the removed records durable,
         // and the offsets with it. A failure here changes nothing (the log is not poisoned).
         let saved = self.checkpoint.write_capped(&self.checkpoint_parts(), cut, || self.offsets.move_end(cut))?;
@@ -135,6 +144,10 @@ impl LogState {
         // told (a cut at `offset` alone would tell a waiter for a removed, never durable record
         // below it that it is durable).
         let cut = self.offsets.start().min(offset);
+        // The new segment's three descriptors, while the old ones wait for their unlink.
+        if let Some(budget) = &self.config.map_budget {
+            budget.check_open_room(SEGMENT_FILES)?;
+        }
         self.checkpoint.write_reset(&self.checkpoint_parts(), offset, cut)?;
         crash_point!("reset_after_checkpoint");
         let result = (|| {
