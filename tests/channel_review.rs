@@ -38,13 +38,21 @@ fn segment_files(log_dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// Every event the channel holds, in order, left held (the transactions roll back).
 fn take_all(channel: &Channel) -> Vec<Vec<u8>> {
-    let mut tx = channel.transaction();
+    let mut open = Vec::new();
     let mut bodies = Vec::new();
-    while let Some(event) = tx.take().unwrap() {
-        bodies.push(event.body().to_vec());
+    'more: loop {
+        let mut tx = channel.transaction();
+        for _ in 0..channel.config().transaction_capacity {
+            match tx.take().unwrap() {
+                Some(event) => bodies.push(event.body().to_vec()),
+                None => break 'more,
+            }
+        }
+        open.push(tx);
     }
-    tx.rollback().unwrap();
+    drop(open);
     bodies
 }
 
@@ -111,4 +119,236 @@ fn a_take_not_yet_durable_never_lets_the_deletion_lose_its_events() {
     );
     reopened.close().unwrap();
     channel.close().unwrap();
+}
+
+/// What the race threads report.
+#[derive(Default)]
+struct Ledger {
+    /// Puts whose commit returned `Ok`.
+    put: HashSet<String>,
+    /// Puts whose commit failed with the transaction emptied (a failed durability wait): may or
+    /// may not be there.
+    put_maybe: HashSet<String>,
+    /// Takes whose commit returned `Ok`, with how often.
+    taken: BTreeMap<String, u32>,
+    /// Takes whose commit failed with the transaction emptied.
+    taken_maybe: HashSet<String>,
+}
+
+fn race_config() -> ChannelConfig {
+    ChannelConfig {
+        capacity: 40,
+        transaction_capacity: 8,
+        byte_capacity: 1000,
+        keep_alive_ms: 15,
+        delete_interval_ms: 3,
+        log: LogConfig { segment_bytes: 8 << 10, ..ChannelConfig::default().log },
+        ..ChannelConfig::default()
+    }
+}
+
+/// Putters, takers and mixed transactions (commit, rollback, drop), `size`, `metrics` and
+/// `remaining_capacity` from many threads, the limits checked continuously, then a close while
+/// transactions are open on other threads: after a reopen every event put is there unless its
+/// take committed, none twice, and none whose commit failed with the transaction still open.
+#[test]
+fn racing_every_call_keeps_the_limits_and_delivers_each_event_once() {
+    let seed = std::env::var("STRATA_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random::<u64>);
+    let run_ms: u64 = std::env::var("STRATA_CHANNEL_RACE_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(2000);
+    eprintln!("seed {seed}, {run_ms} ms");
+    let dir = tempfile::tempdir().unwrap();
+    let config = race_config();
+    let limit = config.byte_limit();
+    let channel = Channel::open(dir.path(), config.clone()).unwrap();
+    let ledger = Mutex::new(Ledger::default());
+    let stop = AtomicBool::new(false);
+    let close_now = AtomicBool::new(false);
+    let ids = AtomicU64::new(0);
+    let deadline = Instant::now() + Duration::from_millis(run_ms);
+    std::thread::scope(|s| {
+        for thread in 0..6u64 {
+            let (channel, ledger, stop, ids) = (channel.clone(), &ledger, &stop, &ids);
+            s.spawn(move || {
+                let mut rng = StdRng::seed_from_u64(seed ^ (thread + 1).wrapping_mul(0x9e37_79b9));
+                while !stop.load(Ordering::SeqCst) {
+                    let mut tx = channel.transaction();
+                    let mut puts = Vec::new();
+                    let mut takes = Vec::new();
+                    // Threads 0-1 put, 2-3 take, 4-5 both.
+                    let (put_n, take_n) = match thread {
+                        0 | 1 => (rng.random_range(1..=8), 0),
+                        2 | 3 => (0, rng.random_range(1..=8)),
+                        _ => (rng.random_range(0..=4), rng.random_range(0..=4)),
+                    };
+                    let mut closed = false;
+                    for _ in 0..put_n {
+                        let id = format!("e{}", ids.fetch_add(1, Ordering::SeqCst));
+                        let body = format!("{id}:{}", "x".repeat(rng.random_range(0..60)));
+                        match tx.put(Event::new(body)) {
+                            Ok(()) => puts.push(id),
+                            Err(Error::Closed) => closed = true,
+                            Err(other) => panic!("seed {seed}: put: {other}"),
+                        }
+                    }
+                    for _ in 0..take_n {
+                        match tx.take() {
+                            Ok(Some(event)) => {
+                                let body = String::from_utf8(event.body().to_vec()).unwrap();
+                                takes.push(body.split(':').next().unwrap().to_owned());
+                            }
+                            Ok(None) => break,
+                            Err(Error::Closed) => closed = true,
+                            Err(other) => panic!("seed {seed}: take: {other}"),
+                        }
+                    }
+                    if closed {
+                        return;
+                    }
+                    match rng.random_range(0..10) {
+                        0 => tx.rollback().unwrap(),
+                        1 => drop(tx),
+                        _ => match tx.commit() {
+                            Ok(()) => {
+                                let mut ledger = ledger.lock().unwrap();
+                                ledger.put.extend(puts);
+                                for id in takes {
+                                    *ledger.taken.entry(id).or_default() += 1;
+                                }
+                            }
+                            Err(Error::ChannelFull { .. }) => {
+                                assert_eq!((tx.puts(), tx.takes()), (puts.len(), takes.len()), "seed {seed}");
+                                tx.rollback().unwrap();
+                            }
+                            Err(error) => {
+                                // Open still (refused): nothing applied. Emptied: unknown.
+                                if tx.puts() + tx.takes() == 0 {
+                                    let mut ledger = ledger.lock().unwrap();
+                                    ledger.put_maybe.extend(puts);
+                                    ledger.taken_maybe.extend(takes);
+                                }
+                                assert!(matches!(error, Error::Closed), "seed {seed}: commit: {error}");
+                                return;
+                            }
+                        },
+                    }
+                }
+            });
+        }
+        // Watchers: the limits, continuously.
+        for _ in 0..2 {
+            let (channel, stop) = (channel.clone(), &stop);
+            s.spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    let Ok(m) = channel.metrics() else { return };
+                    assert!(m.held <= m.capacity, "seed {seed}: held {} > capacity", m.held);
+                    assert!(m.bytes <= limit, "seed {seed}: bytes {} > limit {limit}", m.bytes);
+                    assert!(
+                        m.size + m.taken <= m.held,
+                        "seed {seed}: size {} + taken {} > held {}",
+                        m.size,
+                        m.taken,
+                        m.held
+                    );
+                    assert!(channel.size() <= 40 && channel.remaining_capacity() <= 40);
+                }
+            });
+        }
+        s.spawn(|| {
+            while Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            close_now.store(true, Ordering::SeqCst);
+            channel.clone().close().unwrap();
+            stop.store(true, Ordering::SeqCst);
+        });
+    });
+    drop(channel);
+    let ledger = ledger.into_inner().unwrap();
+    let reopened = Channel::open(dir.path(), config).unwrap();
+    let held: Vec<String> = take_all(&reopened)
+        .into_iter()
+        .map(|b| String::from_utf8(b).unwrap().split(':').next().unwrap().to_owned())
+        .collect();
+    reopened.close().unwrap();
+    let mut seen = HashSet::new();
+    for id in &held {
+        assert!(seen.insert(id.clone()), "seed {seed}: {id} twice after the reopen");
+        assert!(
+            ledger.put.contains(id) || ledger.put_maybe.contains(id),
+            "seed {seed}: {id} is there but its put never committed"
+        );
+        assert!(!ledger.taken.contains_key(id), "seed {seed}: {id} is there but its take committed");
+    }
+    for (id, times) in &ledger.taken {
+        assert_eq!(*times, 1, "seed {seed}: {id} taken and committed {times} times");
+        assert!(ledger.put.contains(id) || ledger.put_maybe.contains(id), "seed {seed}: {id} taken, never put");
+    }
+    for id in &ledger.put {
+        assert!(
+            seen.contains(id) || ledger.taken.contains_key(id) || ledger.taken_maybe.contains(id),
+            "seed {seed}: {id} committed, not taken, and lost"
+        );
+    }
+    eprintln!(
+        "seed {seed}: {} puts, {} takes committed, {} held at the end",
+        ledger.put.len(),
+        ledger.taken.len(),
+        held.len()
+    );
+}
+
+/// A commit racing the close: `Error::Closed` must mean nothing was applied (the transaction
+/// still open, its puts not there after a reopen), and `Ok` that they are. The close waits for
+/// the commits holding the log; a commit stored before it must not then find the log gone in
+/// its durability wait and report `Closed` for a batch the close made durable.
+#[test]
+fn a_commit_racing_the_close_is_either_applied_and_ok_or_refused_and_open() {
+    let rounds: u32 = std::env::var("STRATA_CHANNEL_CLOSE_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+    let config = ChannelConfig { keep_alive_ms: 0, ..race_config() };
+    let (mut applied, mut refused) = (0, 0);
+    for round in 0..rounds {
+        let dir = tempfile::tempdir().unwrap();
+        let channel = Channel::open(dir.path(), config.clone()).unwrap();
+        let results: Vec<(bool, usize)> = std::thread::scope(|s| {
+            let committers: Vec<_> = (0..4)
+                .map(|i| {
+                    let channel = channel.clone();
+                    s.spawn(move || {
+                        let mut tx = channel.transaction();
+                        if tx.put(Event::new(format!("r{round}-{i}"))).is_err() {
+                            return (false, 1);
+                        }
+                        let ok = match tx.commit() {
+                            Ok(()) => true,
+                            Err(Error::Closed) => false,
+                            Err(other) => panic!("round {round}: {other}"),
+                        };
+                        (ok, tx.puts())
+                    })
+                })
+                .collect();
+            std::thread::sleep(Duration::from_micros(u64::from(round % 7) * 50));
+            channel.clone().close().unwrap();
+            committers.into_iter().map(|c| c.join().unwrap()).collect()
+        });
+        drop(channel);
+        let reopened = Channel::open(dir.path(), config.clone()).unwrap();
+        let held: HashSet<String> = take_all(&reopened).into_iter().map(|b| String::from_utf8(b).unwrap()).collect();
+        reopened.close().unwrap();
+        for (i, (ok, left)) in results.into_iter().enumerate() {
+            let there = held.contains(&format!("r{round}-{i}"));
+            if ok {
+                applied += 1;
+                assert!(there, "round {round}: committer {i} returned Ok, its put is lost");
+            } else {
+                refused += 1;
+                assert_eq!(
+                    left, 1,
+                    "round {round}: committer {i} got Closed with its transaction emptied (put there: {there})"
+                );
+                assert!(!there, "round {round}: committer {i} got Closed, its put is there");
+            }
+        }
+    }
+    eprintln!("{applied} commits applied, {refused} refused by the close");
 }

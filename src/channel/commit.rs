@@ -12,9 +12,11 @@
 
 use std::time::{Duration, Instant};
 
+use parking_lot::RwLockReadGuard;
+
 use crate::config::FlushPolicy;
 use crate::error::{Error, Result};
-use crate::log::AppendInfo;
+use crate::log::{AppendInfo, Log};
 
 use super::event::Event;
 use super::metrics::Counters;
@@ -103,15 +105,23 @@ impl ChannelState {
             Counters::add(&self.counters.commits, 1);
             return Ok(());
         }
-        let info = self.store(lists)?;
+        // The log's slot stays read-locked from the append through the durability wait, so the
+        // close waits for this commit instead of taking the log from under it (which returned
+        // `Error::Closed` for a batch the close then made durable).
+        let (info, slot) = self.store(lists)?;
+        // Tests pause a commit here, its batch stored, to race the close with it.
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("channel_commit_stored");
         let counts = (lists.puts.len() as u64, lists.takes.len() as u64, lists.put_bytes, lists.take_bytes);
         lists.clear();
         if self.config.log.flush_policy == FlushPolicy::Always {
             // Holding the log slot only: publishing takes the channel lock after it.
-            let visible = self.with_log(|log| {
+            let visible = {
+                let log = slot.as_ref().ok_or(Error::Closed)?;
                 log.wait_batch_durable(&info, FOREVER)?;
-                Ok(log.visible_end())
-            })?;
+                log.visible_end()
+            };
+            drop(slot);
             self.publish(&mut self.queue.lock(), visible);
         }
         let counters = &self.counters;
@@ -123,8 +133,9 @@ impl ChannelState {
         Ok(())
     }
 
-    /// Waits for room, appends the batch and applies it, under the channel lock.
-    fn store(&self, lists: &mut Lists) -> Result<AppendInfo> {
+    /// Waits for room, appends the batch and applies it, under the channel lock. Returns the
+    /// log's slot still read-locked (the channel lock released), for the durability wait.
+    fn store(&self, lists: &mut Lists) -> Result<(AppendInfo, RwLockReadGuard<'_, Option<Log>>)> {
         let ranges = take_record::ranges(lists.takes.iter().map(|(offset, _)| *offset));
         let take_value = take_record::encode(&ranges);
         let headers: Vec<_> = lists.puts.iter().map(Event::record_headers).collect();
@@ -134,7 +145,9 @@ impl ChannelState {
         }
         let mut queue = self.queue.lock();
         self.wait_for_room(&mut queue, lists)?;
-        let (info, visible) = self.with_log(|log| Ok((log.append_nowait(&records)?, log.visible_end())))?;
+        let slot = self.log.read();
+        let log = slot.as_ref().ok_or(Error::Closed)?;
+        let (info, visible) = (log.append_nowait(&records)?, log.visible_end());
         debug_assert_eq!(info.last_offset - info.base_offset + 1, records.len() as u64, "one offset per record");
         apply(&mut queue, lists, info.base_offset);
         let grows = lists.puts.len() > lists.takes.len();
@@ -148,7 +161,8 @@ impl ChannelState {
             self.room.notify_all();
         }
         self.publish(&mut queue, visible);
-        Ok(info)
+        drop(queue);
+        Ok((info, slot))
     }
 
     /// Waits until the commit of `lists` fits: the events and bytes held after it within the
