@@ -352,3 +352,79 @@ fn a_commit_racing_the_close_is_either_applied_and_ok_or_refused_and_open() {
     }
     eprintln!("{applied} commits applied, {refused} refused by the close");
 }
+
+/// A full disk (opt-in: `STRATA_CHANNEL_FULL_DIR` names a directory on a small file system, e.g.
+/// a 4 MiB tmpfs): commits fail with a clear error and their transaction open, nothing committed
+/// is lost, and once takes free whole segments commits work again; a reopen holds exactly what
+/// was committed and not taken.
+#[test]
+#[ignore = "opt-in: STRATA_CHANNEL_FULL_DIR=<dir on a small file system> cargo test --test channel_review -- --ignored"]
+fn a_full_disk_fails_commits_clearly_and_loses_nothing() {
+    let root = PathBuf::from(std::env::var_os("STRATA_CHANNEL_FULL_DIR").expect("STRATA_CHANNEL_FULL_DIR"));
+    let dir = tempfile::tempdir_in(&root).unwrap();
+    let config = ChannelConfig {
+        capacity: 100_000,
+        transaction_capacity: 10,
+        byte_capacity: u64::MAX / 2,
+        keep_alive_ms: 0,
+        delete_interval_ms: 2,
+        log: LogConfig {
+            segment_bytes: 64 << 10,
+            index_bytes: 8 << 10,
+            file_delete_delay_ms: 10,
+            ..ChannelConfig::default().log
+        },
+        ..ChannelConfig::default()
+    };
+    let channel = Channel::open(dir.path(), config.clone()).unwrap();
+    let mut expected = std::collections::VecDeque::new();
+    let mut next = 0u64;
+    let body = |n: u64| format!("{n:08}:{}", "b".repeat(1000));
+    let mut fill = |channel: &Channel, expected: &mut std::collections::VecDeque<u64>| -> Error {
+        loop {
+            let mut tx = channel.transaction();
+            let batch: Vec<u64> = (next..next + 10).collect();
+            for &n in &batch {
+                tx.put(Event::new(body(n))).unwrap();
+            }
+            match tx.commit() {
+                Ok(()) => {
+                    expected.extend(batch);
+                    next += 10;
+                }
+                Err(error) => {
+                    assert_eq!(tx.puts(), 10, "refused before it was stored: still open ({error})");
+                    tx.rollback().unwrap();
+                    return error;
+                }
+            }
+        }
+    };
+    let error = fill(&channel, &mut expected);
+    eprintln!("full after {} events: {error}", expected.len());
+    assert!(matches!(error, Error::DiskFull { .. }), "a clear error: {error:?}");
+    // Take (and commit) half: the deletion frees their segments.
+    let half = expected.len() / 2;
+    let mut taken = 0;
+    while taken < half {
+        let mut tx = channel.transaction();
+        for _ in 0..10 {
+            let event = tx.take().unwrap().unwrap();
+            let n: u64 = std::str::from_utf8(&event.body()[..8]).unwrap().parse().unwrap();
+            assert_eq!(Some(n), expected.pop_front(), "in put order");
+            taken += 1;
+        }
+        tx.commit().unwrap();
+    }
+    // The deletion runs every 2 ms; the files go 10 ms after.
+    std::thread::sleep(Duration::from_millis(300));
+    let before = expected.len();
+    let error = fill(&channel, &mut expected);
+    assert!(expected.len() > before, "commits work again once space returns ({error})");
+    channel.close().unwrap();
+    let reopened = Channel::open(dir.path(), config).unwrap();
+    let held: Vec<u64> =
+        take_all(&reopened).iter().map(|b| std::str::from_utf8(&b[..8]).unwrap().parse().unwrap()).collect();
+    reopened.close().unwrap();
+    assert_eq!(held, Vec::from(expected), "exactly what was committed and not taken");
+}

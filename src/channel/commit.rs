@@ -108,6 +108,9 @@ impl ChannelState {
         // The log's slot stays read-locked from the append through the durability wait, so the
         // close waits for this commit instead of taking the log from under it (which returned
         // `Error::Closed` for a batch the close then made durable).
+        if !lists.puts.is_empty() {
+            self.check_disk_reserve(lists)?;
+        }
         let (info, slot) = self.store(lists)?;
         // Tests pause a commit here, its batch stored, to race the close with it.
         #[cfg(feature = "failpoints")]
@@ -163,6 +166,25 @@ impl ChannelState {
         self.publish(&mut queue, visible);
         drop(queue);
         Ok((info, slot))
+    }
+
+    /// `Error::DiskFull` unless the commit's puts leave free space for one more segment and its
+    /// indexes: the reserve that take commits (which only append small take records) need to
+    /// keep working on a full disk, so takes can still commit and the deletion below W can free
+    /// space. Without it a full disk wedged the channel: no take could commit, so nothing was
+    /// ever deleted.
+    fn check_disk_reserve(&self, lists: &Lists) -> Result<()> {
+        let log = &self.config.log;
+        let reserve = log.segment_bytes.saturating_add(log.index_bytes.saturating_mul(2));
+        let needed = reserve.saturating_add(lists.batch_len(0, 0));
+        let dir = self.dir.join(crate::format::CHANNEL_LOG_DIR);
+        let available = crate::storage::available_space(&dir)?;
+        if available < needed {
+            let advice = "take events (the channel keeps a segment's worth of space for takes) or free space";
+            let (needed, available) = (Some(needed), Some(available));
+            return Err(Error::DiskFull { op: "commit puts to a channel", path: dir, needed, available, advice });
+        }
+        Ok(())
     }
 
     /// Waits until the commit of `lists` fits: the events and bytes held after it within the
