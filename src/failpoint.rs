@@ -35,7 +35,9 @@
 //! - Raft store: `raft_purge_after_meta` (a purge's `last_purged` written to `raft-meta`, the
 //!   entries not yet deleted).
 //!
-//! Pause point: `read_holding_segment` (a reader copying batches, inside its read guard).
+//! Pause points: `read_holding_segment` (a reader copying batches, inside its read guard);
+//! `channel_commit_stored` (a channel commit, its batch stored, the log's slot held, its
+//! durability wait not yet begun).
 //!
 //! Panic points (configure with `panic`; they test that a bug in a background thread never hangs
 //! or kills a caller): `sync_round` (start of a sync round), `cleaner_group_written` (a compaction

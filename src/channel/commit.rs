@@ -12,9 +12,11 @@
 
 use std::time::{Duration, Instant};
 
+use parking_lot::RwLockReadGuard;
+
 use crate::config::FlushPolicy;
 use crate::error::{Error, Result};
-use crate::log::AppendInfo;
+use crate::log::{AppendInfo, Log};
 
 use super::event::Event;
 use super::metrics::Counters;
@@ -103,15 +105,26 @@ impl ChannelState {
             Counters::add(&self.counters.commits, 1);
             return Ok(());
         }
-        let info = self.store(lists)?;
+        // The log's slot stays read-locked from the append through the durability wait, so the
+        // close waits for this commit instead of taking the log from under it (which returned
+        // `Error::Closed` for a batch the close then made durable).
+        if !lists.puts.is_empty() {
+            self.check_disk_reserve(lists)?;
+        }
+        let (info, slot) = self.store(lists)?;
+        // Tests pause a commit here, its batch stored, to race the close with it.
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("channel_commit_stored");
         let counts = (lists.puts.len() as u64, lists.takes.len() as u64, lists.put_bytes, lists.take_bytes);
         lists.clear();
         if self.config.log.flush_policy == FlushPolicy::Always {
             // Holding the log slot only: publishing takes the channel lock after it.
-            let visible = self.with_log(|log| {
+            let visible = {
+                let log = slot.as_ref().ok_or(Error::Closed)?;
                 log.wait_batch_durable(&info, FOREVER)?;
-                Ok(log.visible_end())
-            })?;
+                log.visible_end()
+            };
+            drop(slot);
             self.publish(&mut self.queue.lock(), visible);
         }
         let counters = &self.counters;
@@ -123,8 +136,9 @@ impl ChannelState {
         Ok(())
     }
 
-    /// Waits for room, appends the batch and applies it, under the channel lock.
-    fn store(&self, lists: &mut Lists) -> Result<AppendInfo> {
+    /// Waits for room, appends the batch and applies it, under the channel lock. Returns the
+    /// log's slot still read-locked (the channel lock released), for the durability wait.
+    fn store(&self, lists: &mut Lists) -> Result<(AppendInfo, RwLockReadGuard<'_, Option<Log>>)> {
         let ranges = take_record::ranges(lists.takes.iter().map(|(offset, _)| *offset));
         let take_value = take_record::encode(&ranges);
         let headers: Vec<_> = lists.puts.iter().map(Event::record_headers).collect();
@@ -134,7 +148,9 @@ impl ChannelState {
         }
         let mut queue = self.queue.lock();
         self.wait_for_room(&mut queue, lists)?;
-        let (info, visible) = self.with_log(|log| Ok((log.append_nowait(&records)?, log.visible_end())))?;
+        let slot = self.log.read();
+        let log = slot.as_ref().ok_or(Error::Closed)?;
+        let (info, visible) = (log.append_nowait(&records)?, log.visible_end());
         debug_assert_eq!(info.last_offset - info.base_offset + 1, records.len() as u64, "one offset per record");
         apply(&mut queue, lists, info.base_offset);
         let grows = lists.puts.len() > lists.takes.len();
@@ -148,7 +164,27 @@ impl ChannelState {
             self.room.notify_all();
         }
         self.publish(&mut queue, visible);
-        Ok(info)
+        drop(queue);
+        Ok((info, slot))
+    }
+
+    /// `Error::DiskFull` unless the commit's puts leave free space for one more segment and its
+    /// indexes: the reserve that take commits (which only append small take records) need to
+    /// keep working on a full disk, so takes can still commit and the deletion below W can free
+    /// space. Without it a full disk wedged the channel: no take could commit, so nothing was
+    /// ever deleted.
+    fn check_disk_reserve(&self, lists: &Lists) -> Result<()> {
+        let log = &self.config.log;
+        let reserve = log.segment_bytes.saturating_add(log.index_bytes.saturating_mul(2));
+        let needed = reserve.saturating_add(lists.batch_len(0, 0));
+        let dir = self.dir.join(crate::format::CHANNEL_LOG_DIR);
+        let available = crate::storage::available_space(&dir)?;
+        if available < needed {
+            let advice = "take events (the channel keeps a segment's worth of space for takes) or free space";
+            let (needed, available) = (Some(needed), Some(available));
+            return Err(Error::DiskFull { op: "commit puts to a channel", path: dir, needed, available, advice });
+        }
+        Ok(())
     }
 
     /// Waits until the commit of `lists` fits: the events and bytes held after it within the

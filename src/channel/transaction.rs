@@ -117,7 +117,10 @@ impl Transaction {
     /// for takers to make room.
     ///
     /// Errors before anything is applied, with the transaction still open (commit again, or roll
-    /// back): `Error::ChannelFull`, `Error::Closed`, the log refusing the batch (a full disk).
+    /// back): `Error::ChannelFull`, `Error::Closed`, the log refusing the batch (a full disk),
+    /// `Error::DiskFull` for puts that would leave less free space than one segment and its
+    /// indexes (kept so take commits, and with them the deletion of taken segments, still work
+    /// on a full disk).
     /// If the log fails to make the stored batch durable (it is poisoned), the transaction is
     /// empty and the commit's fate is decided at the next open.
     pub fn commit(&mut self) -> Result<()> {
