@@ -5,28 +5,18 @@
 //! replays its choices.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use common::copy_dir;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use strata_log::{Channel, ChannelConfig, Error, Event, FlushPolicy, LogConfig};
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else if entry.file_name() != ".lock" {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
 
 fn segment_files(log_dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(log_dir)

@@ -7,10 +7,12 @@
 //! reads run `STRATA_BUDGET_SECS` seconds (default 1).
 #![allow(clippy::unwrap_used)]
 
-use std::path::Path;
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use common::maps_under;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use strata_log::{FlushPolicy, Log, LogConfig, MapBudget, MapBudgetConfig, Record};
@@ -21,13 +23,6 @@ const ACTIVE_MAPS: usize = 3;
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-/// Lines of /proc/self/maps naming a file under `dir`.
-fn maps_under(dir: &Path) -> usize {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    let dir = dir.to_string_lossy();
-    maps.lines().filter(|line| line.contains(&*dir)).count()
 }
 
 fn config(budget: Option<MapBudget>) -> LogConfig {

@@ -14,10 +14,13 @@
 //! build). Seed: printed, `STRATA_SEED` replays each thread's choices.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use common::maps_under;
 use parking_lot::{Mutex, RwLock};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -33,13 +36,6 @@ const UNSEALED: usize = 4;
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-/// Lines of /proc/self/maps naming a file under `dir`.
-fn maps_under(dir: &Path) -> usize {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    let dir = dir.to_string_lossy();
-    maps.lines().filter(|line| line.contains(&*dir)).count()
 }
 
 fn value_of(offset: u64) -> String {

@@ -3,16 +3,13 @@
 //! cap plus the active files', and every message reads back right.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
+use common::maps_under;
 use strata_log::{FlushPolicy, LogConfig, MapBudget, MapBudgetConfig, Message, MessageStore, StoreConfig};
 
 const MAX_MAPS: u64 = 48;
 const QUEUES: u32 = 300;
-
-/// Lines of /proc/self/maps naming a file under `dir`.
-fn maps_under(dir: &std::path::Path) -> usize {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-    maps.lines().filter(|line| line.contains(&*dir.to_string_lossy())).count()
-}
 
 #[test]
 fn hundreds_of_queues_read_back_under_a_small_map_budget() {

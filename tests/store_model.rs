@@ -6,9 +6,12 @@
 //! Seeded: `STRATA_SEED` replays a run; `STRATA_MODEL_STEPS` (default 400) sets its length.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+mod common;
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use common::copy_dir;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use strata_log::{FlushPolicy, GetStatus, LogConfig, Message, MessageStore, StoreConfig};
@@ -66,19 +69,6 @@ fn random_message(rng: &mut StdRng, topic: &str, queue: u32, n: u64) -> Message 
     }
     let keys: Vec<String> = (0..rng.random_range(0..3)).map(|_| format!("k{}", rng.random_range(0..40))).collect();
     message.with_keys(keys)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 #[test]

@@ -4,8 +4,11 @@
 //! torn or past a queue's end.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::path::Path;
 
+use common::copy_dir;
 use strata_log::{FlushPolicy, GetStatus, LogConfig, Message, MessageStore, StoreConfig};
 
 fn config() -> StoreConfig {
@@ -51,19 +54,6 @@ fn check_all(store: &MessageStore, count: u64) {
         let found = store.query_by_key(message(i).topic(), &format!("k{i}"), 0, i64::MAX, 10).unwrap();
         assert_eq!(found.len(), 1, "key k{i}");
         assert_eq!(found[0].body(), format!("m{i}").as_bytes());
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
     }
 }
 

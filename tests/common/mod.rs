@@ -181,21 +181,35 @@ pub fn check_lookups(log: &Log) {
     }
 }
 
-/// Copies every regular file of `from` into `to` (created if needed), except the lock file.
+/// Copies `from` into `to` (created if needed), subdirectories too, except lock files: a live
+/// directory copied as a crash would leave it (the page cache intact).
 pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
-    for name in file_names(from) {
-        if name != ".lock" {
-            // A live log may remove a file between the listing and the copy (a temporary file, a
-            // deleted segment): the copy then is what a crash a moment later would leave.
-            match std::fs::copy(from.join(&name), to.join(&name)) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let (name, target) = (entry.file_name(), to.join(entry.file_name()));
+        // A live log may remove a file between the listing and the copy (a temporary file, a
+        // deleted segment): the copy then is what a crash a moment later would leave.
+        match entry.file_type() {
+            Ok(kind) if kind.is_dir() => copy_dir(&entry.path(), &target),
+            Ok(_) if name == ".lock" => {}
+            Ok(_) => match std::fs::copy(entry.path(), &target) {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 other => {
                     other.unwrap();
                 }
-            }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => panic!("{}: {e}", entry.path().display()),
         }
     }
+}
+
+/// Lines of /proc/self/maps naming a file under `dir`: the maps this process holds of them.
+pub fn maps_under(dir: &Path) -> usize {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let dir = dir.to_string_lossy();
+    maps.lines().filter(|line| line.contains(&*dir)).count()
 }
 
 /// The contents of every file in `dir` except the lock, by name: to prove an operation changed
