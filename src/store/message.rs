@@ -125,6 +125,7 @@ impl Message {
 
     /// Calls `f` with the record this message is at `queue_offset` (its headers live on this
     /// stack frame, so the record borrows them).
+    #[cfg(test)]
     pub(crate) fn with_record<R>(&self, queue_offset: u64, f: impl FnOnce(&Record<'_>) -> R) -> R {
         let fixed = FixedFields::new(self, queue_offset);
         let headers = self.headers(&fixed);
@@ -155,12 +156,6 @@ impl Message {
             Some(key) => record.with_key(key.as_bytes()),
             None => record,
         }
-    }
-
-    /// The record's size alone in a batch, at any queue offset (the store's fields have fixed
-    /// sizes): what `max_message_bytes` limits.
-    pub(crate) fn encoded_len(&self) -> usize {
-        self.with_record(0, |record| record.encoded_len())
     }
 }
 

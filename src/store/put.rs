@@ -142,10 +142,6 @@ fn check(inner: &StoreInner, messages: &[Message]) -> StoreResult<()> {
             let reason = "more keys than an index file holds (`StoreConfig::index_entries` - 1)";
             return Err(StoreError::InvalidField { what: "keys", name: format!("{keys} keys"), reason });
         }
-        let size = message.encoded_len() as u64;
-        if size > config.max_message_bytes {
-            return Err(StoreError::MessageTooLarge { size, max: config.max_message_bytes });
-        }
     }
     Ok(())
 }
@@ -173,6 +169,12 @@ fn append(inner: &StoreInner, messages: &[Message]) -> StoreResult<Stored> {
         messages.iter().zip(queue_offset..).map(|(message, offset)| FixedFields::new(message, offset)).collect();
     let headers: Vec<_> = messages.iter().zip(&fixed).map(|(message, fixed)| message.headers(fixed)).collect();
     let records: Vec<_> = messages.iter().zip(&headers).map(|(message, headers)| message.record(headers)).collect();
+    // The size limit on the records themselves (built once; the store's fields have fixed sizes,
+    // so a record's size does not depend on its queue offset).
+    let max = inner.config.max_message_bytes;
+    if let Some(size) = records.iter().map(|record| record.encoded_len() as u64).find(|&size| size > max) {
+        return Err(StoreError::MessageTooLarge { size, max });
+    }
     let info = inner.log.append_nowait(&records)?;
     *slot += messages.len() as u64;
     drop(next);
