@@ -33,7 +33,9 @@ pub use error::{Corruption, Error, Result};
 pub use events::{EventHandle, EventManager, EventMetrics};
 pub use histogram::LatencySummary;
 pub use log::{AppendInfo, CompactionReport, Header, Log, LogMetrics, LogReader, Record, RecordView, RecoveryReport};
-pub use log::{BatchBuffer, BatchBuilder, BatchView, Batches, Cursor, CursorInterrupt};
+pub use log::{
+    BatchBuffer, BatchBuilder, BatchRef, BatchView, Batches, Cursor, CursorInterrupt, RecordRef, RecordRefs,
+};
 pub use map_budget::{MapBudget, MapBudgetConfig, MapBudgetMetrics};
 /// The openraft this crate's [`RaftLogStore`] implements (feature `openraft`), re-exported so an
 /// application names exactly the version the store was built for.

@@ -252,11 +252,16 @@ fn check_records(
             return Err(Corruption::BadOffsetDeltas("last_offset_delta is not record_count - 1"));
         }
     }
-    let mut records = RecordIter::new(batch, header);
+    let mut position = BATCH_HEADER_LEN;
     let mut previous_delta: Option<u32> = None;
     let mut timestamps: Option<(i64, i64)> = None;
     for index in 0..header.record_count {
-        let record = records.next().unwrap_or(Err(Corruption::BadRecord { index, what: "missing" }))?;
+        let (record, end) = match decode_record(batch, position, header.base_timestamp) {
+            Ok(decoded) => decoded,
+            Err(_) if position >= batch.len() => return Err(Corruption::BadRecord { index, what: "missing" }),
+            Err(what) => return Err(Corruption::BadRecord { index, what }),
+        };
+        position = end;
         let delta = record.offset_delta;
         let in_order = match previous_delta {
             None => header.is_cleaner() || delta == 0,
@@ -273,7 +278,7 @@ fn check_records(
             out.push(record);
         }
     }
-    if records.position != batch.len() {
+    if position != batch.len() {
         return Err(Corruption::BadRecord { index: header.record_count, what: "bytes after the last record" });
     }
     Ok(timestamps)
@@ -362,33 +367,86 @@ impl<'a> RecordIter<'a> {
     /// type keeps this hot loop's results in registers).
     #[inline]
     fn decode_fields(&mut self) -> Result<RawRecord, &'static str> {
-        let mut outer = Cursor { bytes: self.batch, position: self.position };
-        let length = outer.length()?.ok_or("null record length")?;
-        let start = outer.position;
-        let end = start.checked_add(length).filter(|&e| e <= self.batch.len()).ok_or("record past the batch")?;
-        let mut c = Cursor { bytes: &self.batch[..end], position: start };
-        if c.bytes.get(start) != Some(&RECORD_ATTRIBUTES) {
-            return Err("record attributes are not 0");
-        }
-        c.position += 1;
-        let timestamp_ms = self.base_timestamp.checked_add(c.varint()?).ok_or("timestamp overflows")?;
-        let offset_delta = u32::try_from(c.varint()?).map_err(|_| "offset delta out of range")?;
-        let key = c.nullable_span()?;
-        let value = c.nullable_span()?;
-        let header_count = u32::try_from(c.varint()?).map_err(|_| "negative header count")?;
-        let headers_start = c.position;
-        for _ in 0..header_count {
-            let key = c.nullable_span()?.get(self.batch).ok_or("null header key")?;
-            std::str::from_utf8(key).map_err(|_| "header key is not UTF-8")?;
-            c.nullable_span()?;
-        }
-        if c.position != end {
-            return Err("record length disagrees with its fields");
-        }
+        let (record, end) = decode_record(self.batch, self.position, self.base_timestamp)?;
         self.position = end;
-        let headers = Span { start: headers_start as u32, len: (end - headers_start) as u32 };
-        Ok(RawRecord { timestamp_ms, offset_delta, header_count, key, value, headers })
+        Ok(record)
     }
+}
+
+/// Decodes the record at `position` of `batch` (DESIGN.md §4): its fields and where it ends. Every
+/// read goes through here once per record, so it works on indexes into one slice with the
+/// one- and two-byte varints (nearly every length, delta and count) decoded inline.
+#[inline(always)]
+fn decode_record(batch: &[u8], position: usize, base_timestamp: i64) -> Result<(RawRecord, usize), &'static str> {
+    let mut p = position;
+    let length = read_varint(batch, &mut p, batch.len())?;
+    if length < 0 {
+        return Err(if length == NULL_LENGTH { "null record length" } else { "negative length" });
+    }
+    let start = p;
+    let end = start.checked_add(length as usize).filter(|&e| e <= batch.len()).ok_or("record past the batch")?;
+    if start >= end || batch[start] != RECORD_ATTRIBUTES {
+        return Err("record attributes are not 0");
+    }
+    p = start + 1;
+    let timestamp_ms = base_timestamp.checked_add(read_varint(batch, &mut p, end)?).ok_or("timestamp overflows")?;
+    let offset_delta = u32::try_from(read_varint(batch, &mut p, end)?).map_err(|_| "offset delta out of range")?;
+    let key = read_span(batch, &mut p, end)?;
+    let value = read_span(batch, &mut p, end)?;
+    let header_count = u32::try_from(read_varint(batch, &mut p, end)?).map_err(|_| "negative header count")?;
+    let headers_start = p;
+    for _ in 0..header_count {
+        let key = read_span(batch, &mut p, end)?.get(batch).ok_or("null header key")?;
+        std::str::from_utf8(key).map_err(|_| "header key is not UTF-8")?;
+        read_span(batch, &mut p, end)?;
+    }
+    if p != end {
+        return Err("record length disagrees with its fields");
+    }
+    let headers = Span { start: headers_start as u32, len: (end - headers_start) as u32 };
+    Ok((RawRecord { timestamp_ms, offset_delta, header_count, key, value, headers }, end))
+}
+
+/// The zig-zag varint at `*position` of `bytes[..end]`, moving past it.
+#[inline(always)]
+fn read_varint(bytes: &[u8], position: &mut usize, end: usize) -> Result<i64, &'static str> {
+    let p = *position;
+    if p < end {
+        let b0 = bytes[p];
+        if b0 < 0x80 {
+            *position = p + 1;
+            return Ok(varint::unzigzag(u64::from(b0)));
+        }
+        if p + 1 < end && bytes[p + 1] < 0x80 {
+            *position = p + 2;
+            return Ok(varint::unzigzag(u64::from(b0 & 0x7f) | u64::from(bytes[p + 1]) << 7));
+        }
+    }
+    read_varint_slow(bytes, position, end)
+}
+
+#[cold]
+#[inline(never)]
+fn read_varint_slow(bytes: &[u8], position: &mut usize, end: usize) -> Result<i64, &'static str> {
+    let rest = bytes.get(*position..end).unwrap_or_default();
+    let (value, len) = varint::decode_from(rest).ok_or("bad varint")?;
+    *position += len;
+    Ok(value)
+}
+
+/// The length-prefixed byte string (or null) at `*position` of `bytes[..end]`, moving past it.
+#[inline(always)]
+fn read_span(bytes: &[u8], position: &mut usize, end: usize) -> Result<Span, &'static str> {
+    let len = read_varint(bytes, position, end)?;
+    if len < 0 {
+        return if len == NULL_LENGTH { Ok(Span::NULL) } else { Err("negative length") };
+    }
+    if len as u64 > (end - *position) as u64 {
+        return Err("field past the record");
+    }
+    let span = Span { start: *position as u32, len: len as u32 };
+    *position += len as usize;
+    Ok(span)
 }
 
 impl Iterator for RecordIter<'_> {
@@ -402,42 +460,6 @@ impl Iterator for RecordIter<'_> {
         self.remaining = if record.is_ok() { self.remaining - 1 } else { 0 };
         self.index += 1;
         Some(record)
-    }
-}
-
-/// Bounds-checked reads of varints and length-prefixed byte strings.
-struct Cursor<'a> {
-    bytes: &'a [u8],
-    position: usize,
-}
-
-impl Cursor<'_> {
-    #[inline]
-    fn varint(&mut self) -> Result<i64, &'static str> {
-        let rest = self.bytes.get(self.position..).unwrap_or_default();
-        let (value, len) = varint::decode_from(rest).ok_or("bad varint")?;
-        self.position += len;
-        Ok(value)
-    }
-
-    /// A length varint: `None` for −1, an error for other negatives.
-    #[inline]
-    fn length(&mut self) -> Result<Option<usize>, &'static str> {
-        match self.varint()? {
-            NULL_LENGTH => Ok(None),
-            n if n >= 0 => Ok(Some(n as usize)),
-            _ => Err("negative length"),
-        }
-    }
-
-    /// A length-prefixed byte string, or null.
-    #[inline]
-    fn nullable_span(&mut self) -> Result<Span, &'static str> {
-        let Some(len) = self.length()? else { return Ok(Span::NULL) };
-        let end = self.position.checked_add(len).filter(|&e| e <= self.bytes.len()).ok_or("field past the record")?;
-        let span = Span { start: self.position as u32, len: len as u32 };
-        self.position = end;
-        Ok(span)
     }
 }
 
@@ -714,10 +736,10 @@ fn encode_bytes(bytes: Option<&[u8]>, out: &mut Vec<u8>) {
 
 /// Decodes the headers of a record (validated bytes: UTF-8 was checked by [`validate`]).
 pub(crate) fn decode_headers(bytes: &[u8], count: u32) -> impl Iterator<Item = Header<'_>> {
-    let mut c = Cursor { bytes, position: 0 };
+    let mut position = 0;
     (0..count).map_while(move |_| {
-        let key = c.nullable_span().ok()?.get(bytes)?;
-        let value = c.nullable_span().ok()?.get(bytes);
+        let key = read_span(bytes, &mut position, bytes.len()).ok()?.get(bytes)?;
+        let value = read_span(bytes, &mut position, bytes.len()).ok()?.get(bytes);
         Some(Header { key: std::str::from_utf8(key).ok()?, value })
     })
 }

@@ -15,11 +15,13 @@
 //! returns `Error::Truncated` once.
 
 use std::fmt;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::log::in_place::{BatchRef, InPlaceRead};
 use crate::log::reader::{BatchView, LogReader};
 use crate::log::state::LogState;
 
@@ -108,6 +110,58 @@ impl Cursor {
         self.check_open()?;
         let read = self.read(max_bytes);
         self.unless_closed(read)
+    }
+
+    /// [`Cursor::next_batch`] in place, as [`Log::read_batches`](crate::Log::read_batches) reads:
+    /// each batch is verified where it lies and passed to `visit` with records that borrow it (no
+    /// copy, no allocation), at most `max_bytes` of batches (at least one if any is visible),
+    /// until `visit` breaks; the cursor moves past each batch visited. Returns how many were.
+    /// Same errors as `next_batch`: damage met after some batches is returned by the next call.
+    ///
+    /// ```
+    /// # fn main() -> strata_log::Result<()> {
+    /// use std::ops::ControlFlow;
+    /// use strata_log::{Log, LogConfig, Record};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let log = Log::open(dir.path(), LogConfig::default())?;
+    /// log.append(&[Record::new(b"a"), Record::new(b"b")])?;
+    /// let mut cursor = log.cursor(0)?;
+    /// let mut offsets = Vec::new();
+    /// let batches = cursor.read_batches(1 << 20, |batch| {
+    ///     offsets.extend(batch.records().map(|r| r.offset()));
+    ///     ControlFlow::Continue(())
+    /// })?;
+    /// assert_eq!((batches, offsets, cursor.position()), (1, vec![0, 1], 2));
+    /// # Ok(()) }
+    /// ```
+    pub fn read_batches(
+        &mut self,
+        max_bytes: usize,
+        mut visit: impl FnMut(BatchRef<'_>) -> ControlFlow<()>,
+    ) -> Result<usize> {
+        self.check_open()?;
+        let read = self.read_in_place(max_bytes, &mut visit);
+        let visited = matches!(read, Ok(n) if n > 0);
+        if !visited && self.state.durability.is_closed() { Err(Error::Closed) } else { read }
+    }
+
+    fn read_in_place(
+        &mut self,
+        max_bytes: usize,
+        visit: &mut dyn FnMut(BatchRef<'_>) -> ControlFlow<()>,
+    ) -> Result<usize> {
+        let (epoch, end) = self.bounds()?;
+        let mut read = InPlaceRead::new(&self.state, self.position, end, max_bytes, epoch);
+        let result = read.run(visit);
+        // The read moves only past batches it verified (and offsets the cleaner removed).
+        self.position = read.next_offset();
+        match result {
+            // Met again by the next call; a truncation is then reported through the epoch.
+            Err(_) if read.visited() > 0 => Ok(read.visited()),
+            Err(error @ Error::Truncated { .. }) => self.catch_up().and(Err(error)),
+            Err(error) => Err(error),
+            Ok(()) => Ok(read.visited()),
+        }
     }
 
     /// [`Cursor::next_batch`] once the position is visible: waits for it first, without polling,

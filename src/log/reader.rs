@@ -426,23 +426,39 @@ impl<'a> LogReader<'a> {
     /// After truncations, ends the read at the lowest cut, or fails with `Error::Truncated` if the
     /// cursor is already past it: offsets there may now hold other records.
     fn catch_up_truncations(&mut self) -> Result<()> {
-        let now = self.log.durability.truncations();
-        if now == self.epoch {
-            return Ok(());
+        if catch_up_truncations(self.log, self.cursor, &mut self.epoch, &mut self.upper, &mut self.cut_short)? {
+            self.resume = None;
         }
-        if let Some(cut) = self.log.durability.lowest_cut_since(self.epoch) {
-            if self.cursor >= cut {
-                return Err(Error::Truncated { next_offset: self.log.offsets.next() });
-            }
-            if cut < self.upper {
-                self.upper = cut;
-                self.cut_short = true;
-            }
-        }
-        self.epoch = now;
-        self.resume = None;
         Ok(())
     }
+}
+
+/// A read at `cursor` with bounds `upper` as of truncation `epoch` catches up with the truncations
+/// since: its upper bound drops to the lowest cut (`cut_short` then), or, if the cursor is already
+/// past that cut, it fails with `Error::Truncated` (offsets there may now hold other records).
+/// Returns whether the epoch moved (where the read was is then stale).
+pub(crate) fn catch_up_truncations(
+    log: &LogState,
+    cursor: u64,
+    epoch: &mut u64,
+    upper: &mut u64,
+    cut_short: &mut bool,
+) -> Result<bool> {
+    let now = log.durability.truncations();
+    if now == *epoch {
+        return Ok(false);
+    }
+    if let Some(cut) = log.durability.lowest_cut_since(*epoch) {
+        if cursor >= cut {
+            return Err(Error::Truncated { next_offset: log.offsets.next() });
+        }
+        if cut < *upper {
+            *upper = cut;
+            *cut_short = true;
+        }
+    }
+    *epoch = now;
+    Ok(true)
 }
 
 impl Iterator for LogReader<'_> {

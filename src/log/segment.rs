@@ -17,7 +17,7 @@ use crate::log::index::{IndexEntry, SparseIndex, check_entries};
 use crate::log::index_plan::{IndexPlanner, PlannedIndexes, write_index_files};
 use crate::log::offset_index::{OffsetEntry, OffsetIndex};
 use crate::log::time_index::{TimeEntry, TimeIndex};
-use crate::log::walk::{BatchPos, Stop, scan, walk_file, walk_file_in};
+use crate::log::walk::{BatchPos, Stop, WalkEnd, scan, walk_file, walk_file_in};
 use crate::storage::{self, FileId, MappedFile, SEGMENT_ADVICE};
 
 /// The three file paths of the segment starting at `base_offset`.
@@ -661,6 +661,18 @@ impl LogSegment {
         };
         debug_assert_eq!(out.len() - copied_from, taken as usize, "every batch stepped over was copied");
         Ok(Some(CopyEnd { next: end.at, bytes: taken, end_of_data }))
+    }
+
+    /// Walks the published batches from `start` as [`walk_file_in`] does, `window` bytes under the
+    /// file's read guard at a time: `visit` sees each batch's bytes in place (the mapping's, or a
+    /// `pread` buffer's), and nothing that rewrites or unmaps them runs while it does.
+    pub(crate) fn walk_in<B>(
+        &self,
+        start: BatchPos,
+        window: u64,
+        visit: impl FnMut(BatchPos, &BatchHeader, &[u8]) -> ControlFlow<B>,
+    ) -> Result<Option<WalkEnd<B>>> {
+        walk_file_in(&self.log, self.size(), start, window, visit)
     }
 
     /// The first offset in `[from, upper)` in this segment whose timestamp is ≥ `timestamp_ms`.

@@ -10,8 +10,10 @@
 //!   are written, loaded with Acquire). The single appender (serialised by `append_lock`) only writes
 //!   at or above it. So no byte a reader can see is ever written while it can be read.
 //! - A slice lives only inside [`MappedFile::read_with`]'s closure, under the state's read lock.
-//!   Everything that unmaps, shrinks or rewrites published bytes (seal, grow, retire) takes the write
-//!   lock first, so it waits for those slices to end.
+//!   Everything that unmaps, shrinks or rewrites published bytes (grow, retire, a cut) takes the
+//!   write lock first, so it waits for those slices to end. A seal never waits: it trims the file
+//!   to its published length under the read lock (readers never read past it) and drops the
+//!   writable map when no reader holds the file — at once, or as the last reader leaves.
 //! - The file is never shorter than the published length while mapped by us: the map of a file
 //!   being appended to covers a file preallocated with fallocate (checked at open), a sealed file's
 //!   map is created only after checking the file's length, and a file is trimmed only after its
@@ -48,6 +50,9 @@ pub(crate) struct MappedFile {
     len: AtomicU64,
     /// Serialises appenders so exactly one thread writes above `len`.
     append_lock: Mutex<()>,
+    /// Sealed (trimmed and synced) while readers held slices: the writable map and descriptor are
+    /// dropped by the next thread to find the file free ([`MappedFile::finish_seal`]).
+    seal_pending: AtomicBool,
     reads: ReadPath,
     /// What to tell a user whose disk is too full to preallocate this file.
     advice: &'static str,
@@ -211,6 +216,7 @@ impl MappedFile {
             slot: Arc::new(Slot { state: RwLock::new(state), referenced: AtomicBool::new(false), budget: None }),
             len: AtomicU64::new(len),
             append_lock: Mutex::new(()),
+            seal_pending: AtomicBool::new(false),
             reads,
             advice,
             identity: None,
@@ -243,7 +249,7 @@ impl MappedFile {
     /// Bytes allocated for appends (0 once sealed).
     pub(crate) fn capacity(&self) -> u64 {
         match &*self.slot.state.read() {
-            State::Writable { capacity, .. } => *capacity,
+            State::Writable { capacity, .. } if !self.seal_pending.load(Ordering::Relaxed) => *capacity,
             _ => 0,
         }
     }
@@ -312,6 +318,16 @@ impl MappedFile {
     /// Calls `f` with the published bytes `[position, position + len)`. `None` if the file was
     /// retired (its segment was deleted): the caller re-resolves.
     pub(crate) fn read_with<R>(&self, position: u64, len: usize, f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
+        let read = self.read_guarded(position, len, f);
+        // The guard is released: a seal that found this file in use finishes now if it is free.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.seal_pending.load(Ordering::Relaxed) {
+            self.finish_seal();
+        }
+        read
+    }
+
+    fn read_guarded<R>(&self, position: u64, len: usize, f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
         let Some(end) = position.checked_add(len as u64) else {
             return Err(self.past_end());
         };
@@ -497,20 +513,36 @@ impl MappedFile {
         self.trim_and_close()
     }
 
+    /// Trims the file to its published length and syncs it, then drops the writable map and
+    /// descriptor — at once if no reader holds a slice of the file, else when the last one ends
+    /// (a seal runs in the sync round: it must never wait for a reader, who may be a caller's
+    /// visitor of [`Log::read_batches`](crate::Log::read_batches)).
     fn trim_and_close(&self) -> Result<()> {
-        let mut state = self.slot.state.write();
-        if !matches!(&*state, State::Writable { .. }) {
-            return Ok(());
+        {
+            let state = self.slot.state.read();
+            let State::Writable { file, .. } = &*state else { return Ok(()) };
+            // Under the read lock only: appends are over, so the published length no longer moves,
+            // and readers read only below it; cutting the preallocated tail past it changes
+            // nothing they can see (the map's pages past the new end are never touched).
+            let path = self.path();
+            file.set_len(self.len()).map_err(Error::io("trim", &path))?;
+            file.sync_data().map_err(Error::io("fdatasync", &path))?;
         }
-        let State::Writable { file, map, .. } = self.slot.replace(&mut state, State::Sealed { map: None }) else {
-            unreachable!("checked above");
-        };
-        drop(map);
-        drop(state);
-        let path = self.path();
-        file.set_len(self.len()).map_err(Error::io("trim", &path))?;
-        file.sync_data().map_err(Error::io("fdatasync", &path))?;
+        self.seal_pending.store(true, Ordering::Relaxed);
+        // Pairs with the fence in `read_with`: either this `try_write` sees the reader gone, or the
+        // reader, once gone, sees the flag.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.finish_seal();
         Ok(())
+    }
+
+    /// Drops the writable map and descriptor of a file sealed while readers held it, if none does
+    /// now (never waits).
+    fn finish_seal(&self) {
+        let Some(mut state) = self.slot.state.try_write() else { return };
+        if self.seal_pending.swap(false, Ordering::Relaxed) && matches!(&*state, State::Writable { .. }) {
+            drop(self.slot.replace(&mut state, State::Sealed { map: None }));
+        }
     }
 
     /// Grows the allocated capacity of a writable file to `capacity` (an empty segment taking a
@@ -535,7 +567,7 @@ impl MappedFile {
     /// index), waiting for current readers of the old contents.
     pub(crate) fn replace_sealed(&self, len: u64) {
         let mut state = self.slot.state.write();
-        if matches!(&*state, State::Writable { .. }) {
+        if matches!(&*state, State::Writable { .. }) && !self.seal_pending.swap(false, Ordering::Relaxed) {
             debug_assert!(false, "replace_sealed on a writable file: {}", self.path().display());
             return;
         }
@@ -633,6 +665,37 @@ mod tests {
             assert_eq!(read.as_deref(), Some(&b"world"[..]), "sealed files are read lazily");
             file.retire();
             assert_eq!(file.read_with(0, 1, |b| b.len()).expect("read"), None);
+        }
+    }
+
+    #[test]
+    fn a_seal_does_not_wait_for_a_reader_and_the_reader_finishes_it() {
+        for reads in BOTH {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("f");
+            let file = Arc::new(MappedFile::create(&path, 4096, reads, "").expect("create"));
+            file.append(b"hello").expect("append");
+            let (inside, release) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+            let reader = {
+                let (file, inside, release) = (Arc::clone(&file), inside.0, release.1);
+                std::thread::spawn(move || {
+                    file.read_with(0, 5, |bytes| {
+                        inside.send(()).expect("send");
+                        release.recv().expect("recv");
+                        bytes.to_vec()
+                    })
+                })
+            };
+            inside.1.recv().expect("the reader holds the file");
+            file.seal().expect("seal");
+            assert_eq!(std::fs::metadata(&path).expect("stat").len(), 5, "trimmed under the reader");
+            assert!(matches!(&*file.slot.state.read(), State::Writable { .. }), "unmapped later");
+            assert_eq!(file.capacity(), 0, "no appends any more");
+            release.0.send(()).expect("send");
+            let read = reader.join().expect("join").expect("read");
+            assert_eq!(read.as_deref(), Some(&b"hello"[..]));
+            assert!(matches!(&*file.slot.state.read(), State::Sealed { .. }), "the reader finished the seal");
+            assert_eq!(file.read_with(0, 5, |b| b.to_vec()).expect("read").as_deref(), Some(&b"hello"[..]));
         }
     }
 
