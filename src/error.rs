@@ -47,8 +47,8 @@ pub enum Error {
     },
     /// Another `Log` (in this process or another) holds the directory lock. The lock is an
     /// `flock` on a descriptor opened close-on-exec: a child process this program starts from
-    /// another thread holds a copy of it between its fork and its exec, so a reopen right after
-    /// a close can briefly see `Locked`; retry it.
+    /// another thread holds a copy of it between its fork and its exec, so an open right after a
+    /// close retries for 100 ms before it reports `Locked`.
     #[error("{path} is locked by another open log")]
     Locked {
         /// The lock file.

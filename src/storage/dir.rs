@@ -33,6 +33,11 @@ pub(crate) fn prepare_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// How long taking a held directory lock is retried before `Error::Locked`: a child process
+/// started by another thread holds a copy of a just-closed log's lock between its fork and its
+/// exec (a few milliseconds), and a close followed at once by an open must not fail for it.
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Takes the directory's exclusive lock (held as long as the returned file is open).
 pub(crate) fn lock_dir(dir: &Path) -> Result<File> {
     let path = dir.join(LOCK_FILE);
@@ -42,10 +47,16 @@ pub(crate) fn lock_dir(dir: &Path) -> Result<File> {
         .write(true)
         .open(&path)
         .map_err(Error::io("create lock file", &path))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked { path }),
-        Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock", &path)(e)),
+    let deadline = std::time::Instant::now() + LOCK_RETRY;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => return Err(Error::Locked { path }),
+            Err(std::fs::TryLockError::Error(e)) => return Err(Error::io("lock", &path)(e)),
+        }
     }
 }
 
