@@ -2,8 +2,10 @@
 //! "Performance"), in one run so the ratios come from one sitting:
 //!
 //! - `read_100B`: every record of 1M × 100 B records in batches of 100, from the page cache, each
-//!   batch (strata) or message (commitlog) CRC-checked, 1 MiB per read call;
-//! - `append_100B_x100`, `append_1KiB_x100`: batches of 100 records, no fsync;
+//!   batch (strata) or message (commitlog) CRC-checked, 1 MiB per read call — strata through
+//!   `Log::read` (owned records) and `Log::read_batches` (in place);
+//! - `append_100B_x100`, `append_1KiB_x100`: batches of 100 records, no fsync (with `raw_write`,
+//!   `write(2)` of the same bytes to a plain file: the ceiling both are under);
 //! - `durable_1KiB_x100`: one thread, 100 × 1 KiB per call, each call durable — strata under
 //!   `FlushPolicy::Always` against `write(2)` + `fdatasync` of the same bytes (the physical limit);
 //! - `durable_100B_x1`: single-record durable appends from 1 and from 8 threads (group commit).
@@ -127,6 +129,20 @@ fn append(c: &mut Criterion) {
                 let started = Instant::now();
                 for _ in 0..iters {
                     log.append(&batch).unwrap();
+                }
+                started.elapsed()
+            });
+        });
+        // The physical ceiling: the same bytes (about 12 bytes of framing per record) appended
+        // with `write(2)` to a plain file.
+        group.bench_function("raw_write", |b| {
+            b.iter_custom(|iters| {
+                let dir = tempfile::tempdir().unwrap();
+                let mut file = File::create(dir.path().join("raw")).unwrap();
+                let chunk = vec![0x5au8; 43 + BATCH * (size + 12)];
+                let started = Instant::now();
+                for _ in 0..iters {
+                    file.write_all(&chunk).unwrap();
                 }
                 started.elapsed()
             });

@@ -54,6 +54,13 @@ pub struct LogConfig {
     /// Preallocate the next segment in the background, so a roll does not wait for fallocate.
     /// Default true.
     pub preallocate: bool,
+    /// Under the policies that fsync (`Always`, `EveryInterval`), bytes of the active segment kept
+    /// written with zeros and synced ahead of the appends, in the background, so the fdatasync of
+    /// an append only writes its data: blocks fallocate reserved are *unwritten* extents, and the
+    /// first fdatasync of each also commits its conversion to the file system's journal
+    /// (measured: about twice the durable appends per second with it). The cost: each segment is
+    /// written twice (zeros, then data). 0 turns it off; ignored under `Never`. Default 8 MiB.
+    pub zero_ahead_bytes: u64,
     /// Delete the oldest sealed segments while the log is larger than this. Default `None`
     /// (unlimited); `Some(0)` is refused.
     pub retention_bytes: Option<u64>,
@@ -174,6 +181,7 @@ impl Default for LogConfig {
             checkpoint_interval_ms: 60_000,
             min_free_bytes: 0,
             preallocate: true,
+            zero_ahead_bytes: 8 * MIB,
             retention_bytes: None,
             retention_ms: None,
             retention_check_ms: 5 * 60 * 1000,
@@ -203,6 +211,7 @@ impl LogConfig {
         check("max_batch_bytes", self.max_batch_bytes, BATCH_HEADER_LEN as u64 + 1, MAX_BATCH_LEN as u64)?;
         check("max_timestamp_skew_ms", self.max_timestamp_skew_ms, 0, i64::MAX as u64)?;
         check("checkpoint_interval_ms", self.checkpoint_interval_ms, 1, u64::MAX)?;
+        check("zero_ahead_bytes", self.zero_ahead_bytes, 0, GIB)?;
         if let Some(bytes) = self.retention_bytes {
             check("retention_bytes", bytes, 1, i64::MAX as u64)?;
         }

@@ -105,10 +105,12 @@ fn a_batch_ref_shows_the_batch_as_stored() {
     log.append(&[Record::new(b"a"), Record::new(b"b").with_headers(&headers)]).unwrap();
     let now = log.config().clock.now_ms();
     log.append(&[Record::new(b"c").with_timestamp(now - 5).with_key(b"k")]).unwrap();
+    let copies: Vec<_> = log.read(0, 1 << 20).unwrap().batches().map(Result::unwrap).collect();
     let mut seen = Vec::new();
     let next = log
         .read_batches(1, 1 << 20, |batch| {
-            let copy = log.read(batch.base_offset(), 1).unwrap().batches().next().unwrap().unwrap();
+            // (A visitor must not call into the log: the copies were read before.)
+            let copy = copies.iter().find(|c| c.base_offset() == batch.base_offset()).unwrap();
             assert_eq!(batch.as_bytes().len() as u64, copy.encoded_len());
             seen.push((
                 batch.base_offset(),
@@ -177,12 +179,15 @@ fn no_record_of_a_damaged_batch_is_visited() {
 
     let log = common::open_unlocked(dir.path(), config).unwrap();
     let mut offsets = Vec::new();
-    let read = log.read_batches(0, 1 << 20, |batch| {
+    let mut visit = |batch: strata_log::BatchRef<'_>| {
         offsets.extend(batch.records().map(|r| r.offset()));
         ControlFlow::Continue(())
-    });
+    };
+    // The batches before the damage, nothing of it; the damage is the next call's.
+    assert_eq!(log.read_batches(0, 1 << 20, &mut visit).unwrap(), 4);
+    let read = log.read_batches(4, 1 << 20, &mut visit);
     assert!(matches!(read, Err(Error::Corrupt { .. })), "{read:?}");
-    assert_eq!(offsets, [0, 1, 2, 3], "the batches before the damage, nothing of it");
+    assert_eq!(offsets, [0, 1, 2, 3]);
     // A cursor returns the good batches, then the damage, and stays before it.
     let mut cursor = log.cursor(0).unwrap();
     assert_eq!(cursor.read_batches(1 << 20, |_| ControlFlow::Continue(())).unwrap(), 2);
@@ -305,4 +310,88 @@ fn a_truncation_waits_for_a_visitor_of_its_segment() {
     // Without a visitor the cut goes through, and a read sees only what is left.
     assert_eq!(log.truncate_to(5).unwrap(), 5);
     assert_eq!(read_in_place(&log, 0, 1 << 20).0.len(), 5);
+}
+
+/// Regression (review): a read whose segment saw more truncations than the retry bound (each
+/// above the read's upper bound, a Raft-style append-then-cut of a conflict) failed with
+/// `Error::Unsettled` although it kept moving.
+#[test]
+fn truncations_above_the_read_do_not_use_up_its_retries() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig { segment_bytes: 64 << 10, flush_policy: FlushPolicy::Never, ..LogConfig::default() };
+    let log = Arc::new(Log::open(dir.path(), config).unwrap());
+    for i in 0..80u32 {
+        log.append(&[Record::new(&[i as u8; 1000])]).unwrap();
+    }
+    assert!(log.segment_count() >= 2);
+    let end = log.visible_end();
+    // A writer that appends a record past the read's bound and cuts it away, once per batch read
+    // (on another thread: a visitor must not call into the log).
+    let (ask, asked) = mpsc::channel::<()>();
+    let (done, finished) = mpsc::channel::<()>();
+    let writer = {
+        let log = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for () in asked {
+                let info = log.append(&[Record::new(b"conflict")]).unwrap();
+                log.truncate_to(info.base_offset).unwrap();
+                done.send(()).unwrap();
+            }
+        })
+    };
+    let mut records = 0;
+    let next = log.read_batches(0, usize::MAX, |batch| {
+        records += batch.records().len() as u64;
+        if records <= 40 {
+            ask.send(()).unwrap();
+            finished.recv().unwrap();
+        }
+        ControlFlow::Continue(())
+    });
+    drop(ask);
+    writer.join().unwrap();
+    assert_eq!((next.unwrap(), records), (end, end));
+}
+
+fn descriptors_of(path: &std::path::Path) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+        .filter(|target| target == path)
+        .count()
+}
+
+/// Regression (review): a visitor that panicked while its segment was being sealed left the seal
+/// pending for good (the descriptor and the writable map kept until the segment was deleted).
+#[test]
+fn a_panicking_visitor_does_not_leave_its_segment_half_sealed() {
+    for panic in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig { segment_bytes: 4096, flush_policy: FlushPolicy::Always, ..LogConfig::default() };
+        let log = Arc::new(Log::open(dir.path(), config).unwrap());
+        log.append(&[Record::new(&[1; 100])]).unwrap();
+        let (entered, release) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
+        let reader = {
+            let (log, entered, release) = (Arc::clone(&log), Arc::clone(&entered), Arc::clone(&release));
+            std::thread::spawn(move || {
+                let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    log.read_batches(0, 1 << 20, |_| {
+                        entered.wait();
+                        release.wait();
+                        assert!(!panic, "a visitor's bug");
+                        ControlFlow::Break(())
+                    })
+                }));
+                assert_eq!(read.is_err(), panic);
+            })
+        };
+        entered.wait();
+        for i in 0..100u32 {
+            log.append(&[Record::new(&[i as u8; 100])]).unwrap();
+        }
+        release.wait();
+        reader.join().unwrap();
+        let first = dir.path().join(format!("{:020}.log", 0)).canonicalize().unwrap();
+        assert_eq!(descriptors_of(&first), 0, "panic {panic}: a sealed segment keeps no descriptor");
+    }
 }

@@ -62,6 +62,7 @@ impl LogState {
         let bytes = encoder.encode(base, records, timestamps, attributes);
         let stored = self.store(active, bytes, now)?;
         self.maybe_preallocate(&mut app);
+        self.zero_ahead.after_append(&app.active);
         Ok(stored)
     }
 
@@ -95,6 +96,7 @@ impl LogState {
         let bytes = encoder.restamp(batch, base);
         let stored = self.store(active, bytes, now)?;
         self.maybe_preallocate(&mut app);
+        self.zero_ahead.after_append(&app.active);
         Ok(stored)
     }
 

@@ -117,6 +117,7 @@ impl Cursor {
     /// copy, no allocation), at most `max_bytes` of batches (at least one if any is visible),
     /// until `visit` breaks; the cursor moves past each batch visited. Returns how many were.
     /// Same errors as `next_batch`: damage met after some batches is returned by the next call.
+    /// `visit` must be short and must not call into the log (see `Log::read_batches`).
     ///
     /// ```
     /// # fn main() -> strata_log::Result<()> {

@@ -207,9 +207,15 @@ impl Log {
     ///
     /// The same bounds, checks and errors as [`Log::read`], at a fraction of its cost per record
     /// (no copy, no allocation, no reference count): the read for consumers that look at each
-    /// record once. `visit` runs while the segment's read guard is held, so it should not block:
-    /// a truncation or retention deletion of that segment waits for it (appends and fsyncs never
-    /// do). Records to keep are copied out, or read with [`Log::read`].
+    /// record once. An error met after some batches were visited (damage, a truncation) is not
+    /// returned by this call: it returns where to continue, and the next call, which starts at the
+    /// error, returns it. Records to keep are copied out, or read with [`Log::read`].
+    ///
+    /// `visit` runs while the segment's read guard is held, so it should be short and must not
+    /// call into the log: a truncation, retention deletion or close of that segment waits for it
+    /// (a nested read of the same segment behind such a waiter would deadlock), and so does an
+    /// append that must first grow a segment opened on a full disk. Other appends, seals and
+    /// fsyncs never wait for it.
     ///
     /// ```
     /// # fn main() -> strata_log::Result<()> {
@@ -243,8 +249,13 @@ impl Log {
             return Err(Error::OffsetOutOfRange { requested: offset, start, next });
         }
         let mut read = InPlaceRead::new(&self.shared, offset, end, max_bytes, epoch);
-        read.run(&mut visit)?;
-        Ok(read.next_offset())
+        match read.run(&mut visit) {
+            // Met again, and returned, by a read from the offset returned (after every batch
+            // visited): a caller that continues there never sees a batch twice.
+            Err(_) if read.visited() > 0 => Ok(read.next_offset()),
+            Err(error) => Err(error),
+            Ok(()) => Ok(read.next_offset()),
+        }
     }
 }
 
@@ -394,7 +405,7 @@ impl<'a> InPlaceRead<'a> {
         let end = match end? {
             Some(end) => end,
             // The segment was deleted or replaced under the read: locate again.
-            None => return Ok(Next::Retry),
+            None => return Ok(if self.cursor > before { Next::Moved } else { Next::Retry }),
         };
         match end.stop {
             Stop::End => {
@@ -403,6 +414,8 @@ impl<'a> InPlaceRead<'a> {
                 Ok(if self.cursor > before { Next::Moved } else { Next::Retry })
             }
             Stop::Break(Halt::Done) => Ok(Next::Done),
+            // Retries are bounded per position: a read that moved on starts a fresh count.
+            Stop::Break(Halt::Truncated) if self.cursor > before => Ok(Next::Moved),
             Stop::Break(Halt::Truncated) => Ok(Next::Retry),
             Stop::Break(Halt::Failed(error)) => Err(error),
             Stop::Invalid(reason) => Err(segment.corrupt(end.at.position, reason)),

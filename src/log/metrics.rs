@@ -70,6 +70,9 @@ pub struct LogMetrics {
     pub rolls: u64,
     /// Rolls that used the background-preallocated segment.
     pub preallocated_rolls: u64,
+    /// Bytes written as zeros ahead of the appends (`LogConfig::zero_ahead_bytes`): the extra
+    /// disk writes that make durable appends cheaper.
+    pub zeroed_ahead_bytes: u64,
     /// Segments rolled away from and not yet sealed (the syncer seals them in the background;
     /// past a small bound the appender seals inline, so this stays small).
     pub unsealed_segments: u64,

@@ -64,6 +64,7 @@ mod time_index;
 mod truncate;
 mod varint;
 pub(crate) mod walk;
+mod zero_ahead;
 
 use std::path::Path;
 use std::sync::Arc;

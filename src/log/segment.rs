@@ -366,6 +366,18 @@ impl LogSegment {
         Ok(())
     }
 
+    /// Bytes of the `.log` zeroed ahead of its data ([`LogSegment::zero_ahead`]).
+    pub(crate) fn zeroed_ahead(&self) -> u64 {
+        self.log.zeroed_ahead()
+    }
+
+    /// Zeros (written and fdatasynced) over the `.log`'s preallocated bytes up to `window` past
+    /// its data, `chunk` bytes per hold of its append lock (`log/zero_ahead.rs`). Nothing once
+    /// the segment is sealed or retired. Returns the bytes zeroed.
+    pub(crate) fn zero_ahead(&self, window: u64, chunk: u64) -> Result<u64> {
+        self.log.zero_ahead(self.size().saturating_add(window), chunk)
+    }
+
     /// fdatasync of the `.log` (the indexes are derived: recovery rebuilds them from the recovery
     /// point on, so only sealing flushes them).
     pub(crate) fn flush(&self) -> Result<()> {

@@ -36,6 +36,7 @@ use crate::log::open::report::RecoveryReport;
 use crate::log::prealloc::Preallocator;
 use crate::log::segment::LogSegment;
 use crate::log::segments::Segments;
+use crate::log::zero_ahead::ZeroAhead;
 
 /// Everything a `Log`, its threads and its cursors share (see the module documentation).
 pub(crate) struct LogState {
@@ -51,6 +52,8 @@ pub(crate) struct LogState {
     pub(super) callbacks: Callbacks,
     pub(super) counters: Counters,
     pub(super) prealloc: Arc<Preallocator>,
+    /// Keeps the active segment's next blocks written and synced (durable policies only).
+    pub(super) zero_ahead: ZeroAhead,
     /// The log's background event thread (none for a read-only log).
     pub(super) events: Option<EventHandle>,
     pub(super) report: RecoveryReport,
@@ -81,6 +84,7 @@ impl LogState {
         let read_only = lock.is_none();
         Ok(LogState {
             prealloc: Arc::new(Preallocator::new(&dir, &config, events.clone())),
+            zero_ahead: ZeroAhead::new(&config, events.clone()),
             events,
             cleaner: CleanerState::default(),
             callbacks: Callbacks::default(),
@@ -250,6 +254,7 @@ impl LogState {
             fsync_latency: c.fsync_latency.snapshot(),
             rolls: load(&c.rolls),
             preallocated_rolls: load(&c.preallocated_rolls),
+            zeroed_ahead_bytes: self.zero_ahead.zeroed_bytes(),
             unsealed_segments: self.unsealed_segments(),
             inline_seals: load(&c.inline_seals),
             checkpoints: load(&c.checkpoints),

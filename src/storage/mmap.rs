@@ -16,8 +16,9 @@
 //!   writable map when no reader holds the file — at once, or as the last reader leaves.
 //! - The file is never shorter than the published length while mapped by us: the map of a file
 //!   being appended to covers a file preallocated with fallocate (checked at open), a sealed file's
-//!   map is created only after checking the file's length, and a file is trimmed only after its
-//!   writable map is dropped. Another process truncating a mapped file is outside these rules: a
+//!   map is created only after checking the file's length, and a seal trims a file only down to
+//!   its published length (its writable map may outlive the trim: no reader touches the pages past
+//!   that length, which no longer move). Another process truncating a mapped file is outside these rules: a
 //!   read past its new end is a SIGBUS; `ReadPath::Pread` is for directories where that can happen.
 
 use std::fs::{File, OpenOptions};
@@ -53,6 +54,9 @@ pub(crate) struct MappedFile {
     /// Sealed (trimmed and synced) while readers held slices: the writable map and descriptor are
     /// dropped by the next thread to find the file free ([`MappedFile::finish_seal`]).
     seal_pending: AtomicBool,
+    /// Bytes below this were written (data, or zeros by [`MappedFile::zero_ahead`]) by this
+    /// handle: past the published length, the zeroed run ahead of the appends.
+    zeroed_to: AtomicU64,
     reads: ReadPath,
     /// What to tell a user whose disk is too full to preallocate this file.
     advice: &'static str,
@@ -217,6 +221,7 @@ impl MappedFile {
             len: AtomicU64::new(len),
             append_lock: Mutex::new(()),
             seal_pending: AtomicBool::new(false),
+            zeroed_to: AtomicU64::new(len),
             reads,
             advice,
             identity: None,
@@ -248,7 +253,7 @@ impl MappedFile {
 
     /// Bytes allocated for appends (0 once sealed).
     pub(crate) fn capacity(&self) -> u64 {
-        match &*self.slot.state.read() {
+        match &*self.read_state() {
             State::Writable { capacity, .. } if !self.seal_pending.load(Ordering::Relaxed) => *capacity,
             _ => 0,
         }
@@ -266,10 +271,13 @@ impl MappedFile {
     /// Copies `bytes` to the end of the published data and publishes them. Returns their position.
     pub(crate) fn append(&self, bytes: &[u8]) -> Result<u64> {
         let _appender = self.append_lock.lock();
-        let state = self.slot.state.read();
+        let state = self.read_state();
         let State::Writable { file, capacity, .. } = &*state else {
             return Err(self.misuse("append to a sealed file"));
         };
+        if self.seal_pending.load(Ordering::Relaxed) {
+            return Err(self.misuse("append to a sealed file"));
+        }
         let position = self.len.load(Ordering::Relaxed);
         let end = position + bytes.len() as u64;
         if end > *capacity {
@@ -284,6 +292,52 @@ impl MappedFile {
         Ok(position)
     }
 
+    /// Bytes written ahead of the published length ([`MappedFile::zero_ahead`]).
+    pub(crate) fn zeroed_ahead(&self) -> u64 {
+        self.zeroed_to.load(Ordering::Relaxed).saturating_sub(self.len())
+    }
+
+    /// Writes zeros over the preallocated bytes from where the last appends or zeros end, up to
+    /// `end` (at most the capacity) and at most `chunk` bytes, holding the append lock (an append
+    /// waits for it), then fdatasyncs them. A fallocated block is an *unwritten* extent until
+    /// written, and the first fdatasync of each block converts it in the file system's journal: a
+    /// durable append into blocks already written and synced costs one data write, not a journal
+    /// commit as well. Never touches published bytes; zeros past the data read as its end.
+    /// Returns the bytes zeroed.
+    pub(crate) fn zero_ahead(&self, end: u64, chunk: u64) -> Result<u64> {
+        static ZEROS: [u8; 256 << 10] = [0; 256 << 10];
+        let zeroed = {
+            let _appender = self.append_lock.lock();
+            let state = self.read_state();
+            let State::Writable { file, capacity, .. } = &*state else { return Ok(0) };
+            if self.seal_pending.load(Ordering::Relaxed) {
+                return Ok(0);
+            }
+            let from = self.zeroed_to.load(Ordering::Relaxed).max(self.len.load(Ordering::Relaxed));
+            let until = end.min(*capacity).min(from.saturating_add(chunk));
+            if from >= until {
+                return Ok(0);
+            }
+            let mut position = from;
+            while position < until {
+                let n = (until - position).min(ZEROS.len() as u64);
+                file.write_all_at(&ZEROS[..n as usize], position).map_err(|e| self.io_error("pwrite", e))?;
+                position += n;
+            }
+            self.zeroed_to.store(until, Ordering::Relaxed);
+            until - from
+        };
+        // As `flush_detached`, under a failure point of its own: the crash tests' injected
+        // `fdatasync` failures are meant for the log's own syncs.
+        let file = match &*self.read_state() {
+            State::Writable { file, .. } => file.try_clone().map_err(|e| self.io_error("dup", e))?,
+            State::Sealed { .. } | State::Retired => return Ok(zeroed),
+        };
+        error_point!("zero_ahead_fdatasync", self.path());
+        file.sync_data().map_err(|e| self.io_error("fdatasync", e))?;
+        Ok(zeroed)
+    }
+
     /// Overwrites published bytes of a writable file in place with `pwrite`, holding the state's
     /// write lock, so it first waits for every slice of this file to end: bytes a reader may be
     /// reading are never modified while it reads them (DESIGN.md §5). For files changed in place
@@ -294,6 +348,9 @@ impl MappedFile {
         let State::Writable { file, .. } = &*state else {
             return Err(self.misuse("write into a sealed file"));
         };
+        if self.seal_pending.load(Ordering::Relaxed) {
+            return Err(self.misuse("write into a sealed file"));
+        }
         if position.checked_add(bytes.len() as u64).is_none_or(|end| end > self.len()) {
             return Err(self.misuse("write past the published length"));
         }
@@ -309,6 +366,9 @@ impl MappedFile {
         let State::Writable { file, .. } = &*state else {
             return Err(self.misuse("zero a range of a sealed file"));
         };
+        if self.seal_pending.load(Ordering::Relaxed) {
+            return Err(self.misuse("zero a range of a sealed file"));
+        }
         if position.checked_add(len).is_none_or(|end| end > self.len()) {
             return Err(self.misuse("zero past the published length"));
         }
@@ -318,21 +378,11 @@ impl MappedFile {
     /// Calls `f` with the published bytes `[position, position + len)`. `None` if the file was
     /// retired (its segment was deleted): the caller re-resolves.
     pub(crate) fn read_with<R>(&self, position: u64, len: usize, f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
-        let read = self.read_guarded(position, len, f);
-        // The guard is released: a seal that found this file in use finishes now if it is free.
-        std::sync::atomic::fence(Ordering::SeqCst);
-        if self.seal_pending.load(Ordering::Relaxed) {
-            self.finish_seal();
-        }
-        read
-    }
-
-    fn read_guarded<R>(&self, position: u64, len: usize, f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
         let Some(end) = position.checked_add(len as u64) else {
             return Err(self.past_end());
         };
         loop {
-            let state = self.slot.state.read();
+            let state = self.read_state();
             // Checked under the lock: the published length only shrinks (a rebuilt index, a
             // truncation) under the write lock.
             if end > self.len() {
@@ -372,8 +422,9 @@ impl MappedFile {
             }
             // SAFETY: [position, end) is inside the map (checked just above, under the lock) and
             // below the published length, so no writer of ours touches it; the slice lives only
-            // inside `f`, while `state` is read-locked, so the map cannot be dropped or the file
-            // shrunk by us under it (both take the write lock).
+            // inside `f`, while `state` is read-locked, so the map cannot be dropped (that takes the
+            // write lock) and the file is never shrunk below the published length by us under it
+            // (a seal trims past it only; cuts take the write lock).
             let bytes = unsafe { std::slice::from_raw_parts(map.as_ptr().add(position as usize), len) };
             return Ok(Some(f(bytes)));
         }
@@ -452,7 +503,7 @@ impl MappedFile {
 
     /// fdatasync: makes every appended byte durable.
     pub(crate) fn flush(&self) -> Result<()> {
-        if let State::Writable { file, .. } = &*self.slot.state.read() {
+        if let State::Writable { file, .. } = &*self.read_state() {
             error_point!("fdatasync", self.path());
             file.sync_data().map_err(|e| self.io_error("fdatasync", e))?;
         }
@@ -467,10 +518,13 @@ impl MappedFile {
     pub(crate) fn zero_unpublished(&self, end: u64) -> Result<()> {
         static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
         let _appender = self.append_lock.lock();
-        let state = self.slot.state.read();
+        let state = self.read_state();
         let State::Writable { file, capacity, .. } = &*state else {
             return Err(self.misuse("zero the tail of a sealed file"));
         };
+        if self.seal_pending.load(Ordering::Relaxed) {
+            return Err(self.misuse("zero the tail of a sealed file"));
+        }
         let (start, end) = (self.len.load(Ordering::Relaxed), end.min(*capacity));
         if start >= end {
             return Ok(());
@@ -490,7 +544,7 @@ impl MappedFile {
     /// write lock) are not held up for the sync's duration. Every byte written before the call is
     /// durable when it returns.
     pub(crate) fn flush_detached(&self) -> Result<()> {
-        let file = match &*self.slot.state.read() {
+        let file = match &*self.read_state() {
             State::Writable { file, .. } => file.try_clone().map_err(|e| self.io_error("dup", e))?,
             // Sealing synced everything; a retired file has nothing left to make durable.
             State::Sealed { .. } | State::Retired => return Ok(()),
@@ -499,8 +553,9 @@ impl MappedFile {
         file.sync_data().map_err(|e| self.io_error("fdatasync", e))
     }
 
-    /// Seals the file: flush, drop the map and descriptor, trim to the published length, flush.
-    /// Waits for current readers of this file (not for fsyncs: those run outside the write lock).
+    /// Seals the file: flush, trim to the published length, flush, then drop the map and
+    /// descriptor — at once if no reader holds the file, else as the last one leaves
+    /// ([`StateRead`]). Never waits for a reader. Appends and writes fail from here on.
     pub(crate) fn seal(&self) -> Result<()> {
         self.flush()?;
         self.trim_and_close()
@@ -519,7 +574,10 @@ impl MappedFile {
     /// visitor of [`Log::read_batches`](crate::Log::read_batches)).
     fn trim_and_close(&self) -> Result<()> {
         {
-            let state = self.slot.state.read();
+            // Appends are over; `zero_ahead` also writes under this lock, and must not extend the
+            // file again after the trim.
+            let _appender = self.append_lock.lock();
+            let state = self.read_state();
             let State::Writable { file, .. } = &*state else { return Ok(()) };
             // Under the read lock only: appends are over, so the published length no longer moves,
             // and readers read only below it; cutting the preallocated tail past it changes
@@ -527,13 +585,16 @@ impl MappedFile {
             let path = self.path();
             file.set_len(self.len()).map_err(Error::io("trim", &path))?;
             file.sync_data().map_err(Error::io("fdatasync", &path))?;
+            self.seal_pending.store(true, Ordering::Relaxed);
         }
-        self.seal_pending.store(true, Ordering::Relaxed);
-        // Pairs with the fence in `read_with`: either this `try_write` sees the reader gone, or the
-        // reader, once gone, sees the flag.
-        std::sync::atomic::fence(Ordering::SeqCst);
-        self.finish_seal();
+        // The read guard's release just now finished the seal if no reader holds the file (see
+        // `StateRead`); else the last reader does.
         Ok(())
+    }
+
+    /// The state's read lock (every reader of the state takes it through here).
+    fn read_state(&self) -> StateRead<'_> {
+        StateRead { file: self, guard: Some(self.slot.state.read()) }
     }
 
     /// Drops the writable map and descriptor of a file sealed while readers held it, if none does
@@ -553,6 +614,9 @@ impl MappedFile {
         let State::Writable { file, capacity: current, map } = &mut *state else {
             return Err(self.misuse("grow a sealed file"));
         };
+        if self.seal_pending.load(Ordering::Relaxed) {
+            return Err(self.misuse("grow a sealed file"));
+        }
         if capacity > *current {
             allocate(file, &path, capacity, self.advice)?;
             if map.is_some() {
@@ -579,7 +643,7 @@ impl MappedFile {
     /// removed (it may wait as `.deleted` for a while): the file is cut to its published length.
     /// Readers never read past it, and no append comes any more, so nothing reads what goes.
     pub(crate) fn release_preallocation(&self) -> Result<()> {
-        if let State::Writable { file, .. } = &*self.slot.state.read() {
+        if let State::Writable { file, .. } = &*self.read_state() {
             file.set_len(self.len()).map_err(|e| self.io_error("trim", e))?;
         }
         Ok(())
@@ -609,7 +673,7 @@ impl MappedFile {
 
     /// Whether the file was retired (its segment left the log).
     pub(crate) fn is_retired(&self) -> bool {
-        matches!(&*self.slot.state.read(), State::Retired)
+        matches!(&*self.read_state(), State::Retired)
     }
 
     /// Renames the file; later opens by name use the new name.
@@ -641,6 +705,34 @@ fn map_read_only(path: &Path, file: &File, len: u64) -> Result<MmapRaw> {
     }
     let len = usize::try_from(len).map_err(|_| Error::io("mmap", path)(std::io::ErrorKind::InvalidInput.into()))?;
     MmapOptions::new().len(len).map_raw_read_only(file).map_err(Error::io("mmap", path))
+}
+
+/// The read lock on a file's state. Released (also while unwinding, from a panicking visitor),
+/// it finishes a seal that found the file in use if nobody holds it now: whoever releases the
+/// last read lock after a seal set `seal_pending` sees the flag (the `SeqCst` fences on both
+/// sides: either the sealer's `try_write` sees the readers gone, or the last of them sees the
+/// flag), so a seal never waits for a reader and never stays pending once readers are gone.
+struct StateRead<'a> {
+    file: &'a MappedFile,
+    guard: Option<parking_lot::RwLockReadGuard<'a, State>>,
+}
+
+impl std::ops::Deref for StateRead<'_> {
+    type Target = State;
+
+    fn deref(&self) -> &State {
+        self.guard.as_deref().unwrap_or(&State::Retired)
+    }
+}
+
+impl Drop for StateRead<'_> {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.file.seal_pending.load(Ordering::Relaxed) {
+            self.file.finish_seal();
+        }
+    }
 }
 
 #[cfg(test)]
@@ -697,6 +789,25 @@ mod tests {
             assert!(matches!(&*file.slot.state.read(), State::Sealed { .. }), "the reader finished the seal");
             assert_eq!(file.read_with(0, 5, |b| b.to_vec()).expect("read").as_deref(), Some(&b"hello"[..]));
         }
+    }
+
+    /// Regression (review): a seal that found the state read-locked by something other than a
+    /// read (a flush holds it across its fdatasync) stayed pending for good.
+    #[test]
+    fn a_seal_racing_any_holder_of_the_state_completes_when_it_lets_go() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("f");
+        let file = Arc::new(MappedFile::create(&path, 1 << 20, ReadPath::Mmap, "").expect("create"));
+        file.append(b"hello").expect("append");
+        let held = file.read_state(); // as `flush` holds it during its fdatasync
+        let sealer = {
+            let file = Arc::clone(&file);
+            std::thread::spawn(move || file.seal().expect("seal"))
+        };
+        sealer.join().expect("join");
+        assert!(matches!(&*file.slot.state.read(), State::Writable { .. }), "pending while held");
+        drop(held);
+        assert!(matches!(&*file.slot.state.read(), State::Sealed { .. }), "completed by the holder");
     }
 
     #[test]

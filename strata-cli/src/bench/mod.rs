@@ -1,6 +1,6 @@
 //! `strata bench`: the figures a user wants first, measured in one run so they are comparable —
-//! the physical baselines (raw sequential write, raw write + fdatasync), appends without fsync,
-//! reads, durable appends (one thread, then many sharing fsyncs), the producer, and the recovery
+//! the physical baselines (raw sequential write, raw write + fdatasync, raw `pread` + CRC of the
+//! log's files), appends without fsync, reads (copied, in place, `pread`), durable appends (one thread, then many sharing fsyncs), the producer, and the recovery
 //! scan — each with its ratio to the baseline it should be judged against — then the message
 //! store's puts (against `Log::append` of the same records), dispatch lag, gets, key queries and
 //! recovery. Phases run interleaved
@@ -337,6 +337,7 @@ fn add_ratios(results: &mut [BenchResult]) {
     let raw_sync = find(results, "raw_write_fdatasync");
     let durable_single = find(results, "durable_1t_100B_x1");
     let keyed_idle = find(results, "append_keyed_idle");
+    let raw_reads: Vec<BenchResult> = results.iter().filter(|r| r.name.starts_with("raw_read_")).cloned().collect();
     let appends: Vec<BenchResult> = results.iter().filter(|r| r.name.starts_with("store_append_")).cloned().collect();
     let channel_appends: Vec<BenchResult> =
         results.iter().filter(|r| r.name.starts_with("channel_append_")).cloned().collect();
@@ -352,6 +353,10 @@ fn add_ratios(results: &mut [BenchResult]) {
             && raw_write.as_ref().is_some_and(|w| w.bytes / w.records.max(1) == r.bytes / r.records.max(1))
         {
             against(&raw_write, true)
+        } else if let Some(size) = r.name.strip_prefix("read_").and_then(|rest| rest.split('_').next()) {
+            // The same log's files read and CRC-checked raw; compared in records per second.
+            let raw = raw_reads.iter().find(|b| b.name == format!("raw_read_{size}"));
+            raw.map(|b| (b.name.clone(), r.records_per_sec / b.records_per_sec))
         } else if r.name.starts_with("durable_1t") && r.name.contains("x100") {
             against(&raw_sync, false)
         } else if r.name.starts_with("durable_") && !r.name.starts_with("durable_1t") {
@@ -500,8 +505,18 @@ mod tests {
             "read_1KiB",
             "read_100B_pread",
             "read_1KiB_pread",
+            "raw_read_100B",
+            "raw_read_1KiB",
+            "read_100B_in_place",
+            "read_1KiB_in_place",
         ] {
             assert!(names.contains(&expected), "{names:?}");
+        }
+        // Every read reads every record, and is judged against the raw read of the same files.
+        for read in results.iter().filter(|r| r.name.starts_with("read_")) {
+            let size = read.name.split('_').nth(1).expect("size");
+            assert_eq!(read.baseline, Some(format!("raw_read_{size}")), "{read:?}");
+            assert_eq!(read.records, if size == "100B" { 2000 } else { 500 }, "{read:?}");
         }
         assert!(names.iter().any(|n| n.starts_with("durable_2t")), "{names:?}");
         assert!(names.contains(&"producer_2t_100B") && names.contains(&"recovery_scan"), "{names:?}");

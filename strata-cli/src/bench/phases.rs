@@ -55,7 +55,9 @@ fn log_phases(
     for (size, records, name) in [(SMALL, options.records, "small"), (large, large_records, "large")] {
         let log_dir = dir.join(name);
         phase(append(&log_dir, options, size, records, progress))?;
+        phase(raw_read(&log_dir, size, records, progress))?;
         phase(read(&log_dir, options, size, ReadPath::Mmap, progress))?;
+        phase(read_in_place(&log_dir, options, size, progress))?;
         phase(read(&log_dir, options, size, ReadPath::Pread, progress))?;
     }
     // The fsync baseline right before the durable phases: the disk's fsync latency drifts.
@@ -198,6 +200,68 @@ fn read(
         }
         latencies.push(t.elapsed());
         next = reader.next_offset();
+        progress(&name, next, end);
+    }
+    Ok(result(&name, count, bytes, started.elapsed(), latencies))
+}
+
+/// The read baseline: every `.log` file of the log at `dir` read with `pread`, 1 MiB at a time,
+/// and each chunk CRC-checked — a reader that decodes nothing and trusts no index. `records` is
+/// what the log holds, so records per second compare with the read phases'.
+fn raw_read(dir: &Path, size: usize, records: u64, progress: Progress<'_>) -> Result<BenchResult> {
+    use std::os::unix::fs::FileExt as _;
+    let name = format!("raw_read_{}", size_name(size));
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .map_err(io_error("list", dir))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|e| e == "log"))
+        .collect();
+    files.sort();
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut bytes, mut checksum) = (0u64, 0u32);
+    let mut latencies = Vec::new();
+    let started = Instant::now();
+    for path in &files {
+        let file = File::open(path).map_err(io_error("open", path))?;
+        let mut position = 0;
+        loop {
+            let t = Instant::now();
+            let n = file.read_at(&mut buf, position).map_err(io_error("pread", path))?;
+            if n == 0 {
+                break;
+            }
+            checksum ^= crc32fast::hash(&buf[..n]);
+            latencies.push(t.elapsed());
+            position += n as u64;
+            bytes += n as u64;
+        }
+    }
+    let elapsed = started.elapsed();
+    std::hint::black_box(checksum);
+    progress(&name, 1, 1);
+    Ok(result(&name, records, bytes, elapsed, latencies))
+}
+
+/// Reads of everything appended in place ([`Log::read_batches`]), 1 MiB of batches per call,
+/// every batch CRC-checked, each record's value looked at.
+fn read_in_place(dir: &Path, options: &BenchOptions, size: usize, progress: Progress<'_>) -> Result<BenchResult> {
+    let name = format!("read_{}_in_place", size_name(size));
+    let config = LogConfig { segment_bytes: SEGMENT_BYTES, flush_policy: options.flush_policy, ..LogConfig::default() };
+    let log = Log::open(dir, config)?;
+    let end = log.next_offset();
+    let (mut next, mut count, mut bytes) = (log.start_offset(), 0u64, 0u64);
+    let mut latencies = Vec::new();
+    let started = Instant::now();
+    while next < end {
+        let t = Instant::now();
+        next = log.read_batches(next, 1 << 20, |batch| {
+            for record in batch.records() {
+                bytes += record.value().map_or(0, <[u8]>::len) as u64;
+                count += 1;
+            }
+            std::ops::ControlFlow::Continue(())
+        })?;
+        latencies.push(t.elapsed());
         progress(&name, next, end);
     }
     Ok(result(&name, count, bytes, started.elapsed(), latencies))
