@@ -47,6 +47,7 @@ impl LogState {
         if records.is_empty() {
             return Err(Error::EmptyBatch);
         }
+        let _arriving = self.arrivals.arrive();
         self.bound_unsealed()?;
         let mut app = self.appender.lock();
         self.check_writable()?;

@@ -138,6 +138,10 @@ impl LogState {
     fn sync_round(&self) -> Result<bool> {
         #[cfg(feature = "failpoints")]
         fail::fail_point!("sync_round", |_| Ok(false));
+        if self.config.flush_policy == FlushPolicy::Always {
+            // Appenders already on their way in share this fsync (`arrivals.rs`).
+            self.arrivals.gather(crate::log::arrivals::MAX_GATHER);
+        }
         let target = self.offsets.next();
         let sealed = self.seal_rolled()?;
         crate::failpoint::crash_point!("after_seal");

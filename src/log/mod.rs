@@ -37,6 +37,7 @@
 
 mod append;
 mod appender;
+mod arrivals;
 pub(crate) mod batch;
 mod callbacks;
 mod checkpoint;

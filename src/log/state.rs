@@ -24,6 +24,7 @@ use crate::config::{FlushPolicy, LogConfig};
 use crate::error::{Error, Result};
 use crate::events::EventHandle;
 use crate::log::appender::Appender;
+use crate::log::arrivals::Arrivals;
 use crate::log::callbacks::Callbacks;
 use crate::log::checkpoint::Checkpoint;
 use crate::log::checkpoint_writer::{CheckpointWriter, Parts};
@@ -54,6 +55,8 @@ pub(crate) struct LogState {
     pub(super) prealloc: Arc<Preallocator>,
     /// Keeps the active segment's next blocks written and synced (durable policies only).
     pub(super) zero_ahead: ZeroAhead,
+    /// Appends between their start and their store: a sync round gathers them (`Always`).
+    pub(super) arrivals: Arrivals,
     /// The log's background event thread (none for a read-only log).
     pub(super) events: Option<EventHandle>,
     pub(super) report: RecoveryReport,
@@ -85,6 +88,7 @@ impl LogState {
         Ok(LogState {
             prealloc: Arc::new(Preallocator::new(&dir, &config, events.clone())),
             zero_ahead: ZeroAhead::new(&config, events.clone()),
+            arrivals: Arrivals::default(),
             events,
             cleaner: CleanerState::default(),
             callbacks: Callbacks::default(),
