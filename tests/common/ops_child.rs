@@ -64,7 +64,8 @@ fn run(dir: &Path, input: impl BufRead, out: &mut impl Write) {
             "a" => {
                 let ids = arg(1)..arg(1) + arg(2);
                 let (keys, values): (Vec<_>, Vec<_>) = ids.map(|id| (key_of(id), value_of(id))).unzip();
-                let records: Vec<Record<'_>> = keys.iter().zip(&values).map(|(k, v)| Record::new(v).with_key(k)).collect();
+                let records: Vec<Record<'_>> =
+                    keys.iter().zip(&values).map(|(k, v)| Record::new(v).with_key(k)).collect();
                 format!("ok a {}", log.append(&records).unwrap().base_offset)
             }
             "t" => format!("ok t {}", log.truncate_to(arg(1)).unwrap()),
