@@ -73,6 +73,9 @@ struct Steps {
     /// fdatasync, so every batch lands in blocks whose extents were already made written (a
     /// candidate fix; 0: off).
     zero_ahead: u64,
+    /// After each fdatasync, ask FIEMAP whether the batch's blocks still read as unwritten
+    /// (their conversion not done yet when fdatasync returned); counted and printed.
+    fiemap: bool,
 }
 
 struct Args {
@@ -103,6 +106,7 @@ fn parse_args() -> Args {
         fsync: false,
         zero_fill: false,
         zero_ahead: 0,
+        fiemap: false,
     };
     let (mut block_size, mut cuts, mut seed, mut max_cut_ms) = (1024, 50, 1, 1500);
     let mut cut_after_roll = false;
@@ -121,6 +125,7 @@ fn parse_args() -> Args {
             "--fsync" => steps.fsync = true,
             "--zero-fill" => steps.zero_fill = true,
             "--zero-ahead" => steps.zero_ahead = value().parse().unwrap(),
+            "--fiemap" => steps.fiemap = true,
             "--cut-after-roll" => cut_after_roll = true,
             "--cut-idle" => {
                 cut_after_roll = true;
@@ -149,7 +154,8 @@ fn parse_args() -> Args {
 }
 
 fn powercut(args: &[&str]) -> String {
-    let tool = std::env::var_os("STRATA_POWERCUT").map_or_else(|| PathBuf::from("../shared/tools/powercut"), PathBuf::from);
+    let tool =
+        std::env::var_os("STRATA_POWERCUT").map_or_else(|| PathBuf::from("../shared/tools/powercut"), PathBuf::from);
     let out = Command::new(&tool).args(args).output().unwrap();
     assert!(out.status.success(), "powercut {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
@@ -190,7 +196,8 @@ struct Prepared {
 fn names(dir: &Path, n: u64, steps: Steps) -> [PathBuf; 4] {
     let log = dir.join(format!("{n:020}.log"));
     let index = dir.join(format!("{n:020}.index"));
-    let tmp = |p: &Path| if steps.rename { PathBuf::from(format!("{}.prealloc", p.display())) } else { p.to_path_buf() };
+    let tmp =
+        |p: &Path| if steps.rename { PathBuf::from(format!("{}.prealloc", p.display())) } else { p.to_path_buf() };
     [tmp(&log), tmp(&index), log, index]
 }
 
@@ -345,6 +352,32 @@ fn write_until_cut(
     acked
 }
 
+/// Batches whose range FIEMAP still showed unwritten right after their fdatasync returned.
+static UNWRITTEN_AFTER_SYNC: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Whether FIEMAP (without `FIEMAP_FLAG_SYNC`) reports an unwritten extent in `[start, start + len)`.
+fn unwritten_in(file: &File, start: u64, len: u64) -> std::io::Result<bool> {
+    const FS_IOC_FIEMAP: libc::c_ulong = 0xC020_660B;
+    const FIEMAP_EXTENT_UNWRITTEN: u32 = 0x800;
+    const EXTENTS: usize = 8;
+    // struct fiemap (32 bytes) then EXTENTS struct fiemap_extent (56 bytes each), as u64 words.
+    let mut buf = [0u64; 4 + EXTENTS * 7];
+    buf[0] = start;
+    buf[1] = len;
+    buf[3] = EXTENTS as u64; // fm_extent_count (low half of the fourth word), fm_reserved 0
+    // SAFETY: `buf` is a live, 8-byte aligned buffer as large as the header plus the number of
+    // extents announced in it; the kernel writes no further.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), FS_IOC_FIEMAP, buf.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mapped = (buf[2] >> 32) as usize; // fm_mapped_extents: high half of the third word
+    Ok((0..mapped.min(EXTENTS)).any(|i| {
+        let flags = buf[4 + i * 7 + 5] as u32; // fe_flags: low half of the sixth word
+        flags & FIEMAP_EXTENT_UNWRITTEN != 0
+    }))
+}
+
 /// `EXT4_IOC_SHUTDOWN` with `EXT4_GOING_FLAGS_NOLOGFLUSH` on the file system holding `dir`, as
 /// `powercut cut` does: what was not yet written or committed is gone.
 fn shutdown(dir: &File) -> std::io::Result<()> {
@@ -386,6 +419,9 @@ fn append(active: &mut Active, size: u64, steps: Steps) -> std::io::Result<()> {
         active.log.sync_data()?;
     }
     active.len = start + size;
+    if steps.fiemap && unwritten_in(&active.log, start, size)? {
+        UNWRITTEN_AFTER_SYNC.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
     if let Some(map) = &active.map {
         // A reader of the batch just made durable (strata's readers use the map).
         let read = &map[start as usize..active.len as usize];
@@ -498,6 +534,10 @@ fn main() {
         first = acked.last().map_or(first, |&(n, _)| n) + 2;
     }
     powercut(&["teardown", &mount]);
+    if args.steps.fiemap {
+        let n = UNWRITTEN_AFTER_SYNC.load(std::sync::atomic::Ordering::Relaxed);
+        println!("FIEMAP: {n} batches still had unwritten blocks right after their fdatasync returned");
+    }
     println!(
         "block size {} steps {:?}: {} cuts, {losses} lost ({:.0} s)",
         args.block_size,
