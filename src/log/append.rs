@@ -162,8 +162,6 @@ impl LogState {
             self.roll(active, base, size)?;
         }
         active.reserve(size, self.config.segment_bytes)?;
-        // It ends with an fdatasync, and after a failed one the page cache's state is unknown.
-        active.make_written(size).map_err(|e| self.durability.poison(e))?;
         // From here a failure may leave part of the batch stored: the log is poisoned.
         active.append(bytes, &header).map_err(|e| self.durability.poison(e))?;
         self.offsets.store_next(next);

@@ -340,13 +340,6 @@ impl LogSegment {
         Ok(())
     }
 
-    /// Zeroes the `.log` ahead of the appends (pwrite + fdatasync), so the next `bytes` land in
-    /// blocks that are already written extents: an append into fallocated blocks could lose an
-    /// acknowledged batch at a power cut (`storage::write_zeros_synced`). Nothing is published.
-    pub(crate) fn make_written(&self, bytes: u64) -> Result<()> {
-        self.log.make_written(self.size() + bytes)
-    }
-
     /// Appends a validated, stamped batch and publishes it. The caller serialises appends.
     pub(crate) fn append(&self, batch: &[u8], header: &BatchHeader) -> Result<()> {
         let mut writer = self.writer.lock();

@@ -36,10 +36,6 @@ use crate::storage::{FileId, allocate};
 /// Bytes a `pread` file is read in at once by walks that read everything.
 const PREAD_WINDOW: u64 = 1 << 20;
 
-/// Bytes [`MappedFile::make_written`] zeroes at once: one extra pwrite and fdatasync per this many
-/// bytes appended.
-const ZERO_AHEAD_BYTES: u64 = 1 << 20;
-
 /// An append-only file (a segment's `.log`, `.index` or `.timeindex`).
 #[derive(Debug)]
 pub(crate) struct MappedFile {
@@ -52,10 +48,6 @@ pub(crate) struct MappedFile {
     len: AtomicU64,
     /// Serialises appenders so exactly one thread writes above `len`.
     append_lock: Mutex<()>,
-    /// Bytes from the start known to be in written extents, durably (data, or zeros written and
-    /// fdatasynced by [`MappedFile::make_written`]): appends past it need the blocks zeroed first.
-    /// Only changed under `append_lock`.
-    written: AtomicU64,
     reads: ReadPath,
     /// What to tell a user whose disk is too full to preallocate this file.
     advice: &'static str,
@@ -219,9 +211,6 @@ impl MappedFile {
             slot: Arc::new(Slot { state: RwLock::new(state), referenced: AtomicBool::new(false), budget: None }),
             len: AtomicU64::new(len),
             append_lock: Mutex::new(()),
-            // What an earlier process published was written there; past it nothing is known (a
-            // fallocated tail, a tail fallocated back after a cut).
-            written: AtomicU64::new(len),
             reads,
             advice,
             identity: None,
@@ -287,30 +276,6 @@ impl MappedFile {
         file.write_all_at(bytes, position).map_err(|e| self.io_error("pwrite", e))?;
         self.len.store(end, Ordering::Release);
         Ok(position)
-    }
-
-    /// Makes `[0, end)` written extents before an append reaches `end`: writes zeros (then
-    /// fdatasync) from the end of what is known written or published, at least `ZERO_AHEAD_BYTES`
-    /// at a time and at most up to the capacity (see [`super::write_zeros_synced`] for why). The
-    /// zeros go above the published length, where nobody reads.
-    pub(crate) fn make_written(&self, end: u64) -> Result<()> {
-        let _appender = self.append_lock.lock();
-        let written = self.written.load(Ordering::Relaxed);
-        if end <= written {
-            return Ok(());
-        }
-        let state = self.slot.state.read();
-        let State::Writable { file, capacity, .. } = &*state else {
-            return Err(self.misuse("zero ahead in a sealed file"));
-        };
-        let from = written.max(self.len.load(Ordering::Relaxed));
-        let to = end.max(from + ZERO_AHEAD_BYTES).min(*capacity);
-        if end > to {
-            return Err(self.misuse("zero ahead past the preallocated capacity"));
-        }
-        super::write_zeros_synced(file, &self.path(), from, to - from)?;
-        self.written.store(to, Ordering::Relaxed);
-        Ok(())
     }
 
     /// Overwrites published bytes of a writable file in place with `pwrite`, holding the state's
@@ -769,21 +734,5 @@ mod tests {
             file.append(&[7u8; 1000]).expect("append after grow");
             assert_eq!(file.read_with(0, 10, |b| b.to_vec()).expect("read").as_deref(), Some(&b"0123456789"[..]));
         }
-    }
-
-    #[test]
-    fn zeroing_ahead_keeps_published_bytes_and_stops_at_the_capacity() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("f");
-        let file = MappedFile::create(&path, 4096, ReadPath::Pread, "").expect("create");
-        file.append(b"0123456789").expect("append");
-        // Asked for less than the published length plus a batch: zeros go above the data only,
-        // and up to the capacity (less than ZERO_AHEAD_BYTES here).
-        file.make_written(5).expect("nothing to do");
-        file.make_written(20).expect("zero ahead");
-        assert_eq!(std::fs::read(&path).expect("read").len(), 4096);
-        file.append(b"abcdefghij").expect("append into zeroed blocks");
-        assert_eq!(file.read_with(0, 20, |b| b.to_vec()).expect("read").as_deref(), Some(&b"0123456789abcdefghij"[..]));
-        assert!(file.make_written(5000).is_err(), "past the capacity is a misuse");
     }
 }

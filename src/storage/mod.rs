@@ -178,19 +178,6 @@ pub(crate) fn zero_range(file: &File, path: &Path, position: u64, len: u64) -> R
     }
 }
 
-/// Writes zeros over `[position, position + len)` of `file` (at `path`) and fdatasyncs it, so those
-/// blocks are in written extents, durably, before data that must survive a power cut goes into them.
-///
-/// Why (issue 16, `examples/powercut_repro.rs`, ARCHITECTURE.md "Power loss"): on ext4 (1, 2 and
-/// 4 KiB blocks, Linux 6.18), a batch `pwrite` into fallocated (unwritten) blocks and fdatasynced
-/// came back as zeros after a power cut — its blocks unwritten again — when the cut hit while the
-/// next write was in flight. A write into blocks already written changes no extent, so its
-/// fdatasync has only data to flush: 0 losses where the fallocated file lost 11–37% of the cuts.
-pub(crate) fn write_zeros_synced(file: &File, path: &Path, position: u64, len: u64) -> Result<()> {
-    write_zeros(file, path, position, len)?;
-    file.sync_data().map_err(Error::io("fdatasync", path))
-}
-
 fn write_zeros(file: &File, path: &Path, position: u64, len: u64) -> Result<()> {
     use std::os::unix::fs::FileExt as _;
     const CHUNK: u64 = 1 << 20;
