@@ -16,11 +16,12 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use common::ext4::{Mount, cut_now, tool};
@@ -150,33 +151,62 @@ impl Model {
     }
 }
 
-/// One cycle: a child runs operations until the cut; returns the acknowledged state and the
-/// operation in flight. The cut comes 0..2 ms after a random operation's acknowledgement, while
-/// the next one runs: where issue 16's losses were (a cut at a random moment hits it about once in
-/// a hundred, this about once in ten).
-fn cycle(mount: &Path, dir: &Path, model: &Model, rng: &mut impl Rng) -> (Model, Option<Op>) {
+/// What a cycle ended with: the state after every operation that returned before the cut began,
+/// then, in order, the operations that returned after it began (with their replies) and the one
+/// that never returned. After a real power cut nothing returns once it happened: an operation
+/// the cut overlapped may have taken effect or not, so either counts.
+struct CycleEnd {
+    acked: Model,
+    after: Vec<(Op, Option<u64>)>,
+    /// How many of `after` returned (the rest never did).
+    returned_after: usize,
+}
+
+/// A reply of the child: the operation's number if any, and when it returned (ns since the epoch).
+fn parse_reply(reply: &str) -> (Option<u64>, u128) {
+    let number = reply.split(' ').find_map(|f| f.parse().ok());
+    let at_ns = reply.split(' ').find_map(|f| f.strip_prefix("t=")).map(|t| t.parse().unwrap());
+    (number, at_ns.expect("every reply says when the operation returned"))
+}
+
+/// One cycle: a child runs operations until the cut. The cut comes 0..2 ms after a random
+/// operation's acknowledgement, while the next one runs: where issue 16's losses were (a cut at a
+/// random moment hits that about once in a hundred cuts).
+fn cycle(mount: &Path, dir: &Path, model: &Model, rng: &mut impl Rng) -> CycleEnd {
     let mut child =
         common::child::command(dir).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
-    let (trigger, cutter) = cut_when_asked(mount, &child, Duration::from_micros(rng.random_range(0..2000)));
+    let cut_at_ns = Arc::new(AtomicU64::new(0));
+    let delay = Duration::from_micros(rng.random_range(0..2000));
+    let (trigger, cutter) = cut_when_asked(mount, &child, delay, Arc::clone(&cut_at_ns));
     let cut_after = rng.random_range(1..400);
     let mut stdin = child.stdin.take().unwrap();
     let mut replies = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut model = model.clone();
-    let mut acknowledged = 0;
-    let in_flight = loop {
-        let op = model.next_op(rng);
+    // `current` has every reply applied (the next operation must suit it); `acked` lags behind by
+    // the replies that may still turn out to have come after the cut began.
+    let (mut current, mut acked) = (model.clone(), model.clone());
+    let mut pending: VecDeque<(Op, Option<u64>, u128)> = VecDeque::new();
+    let mut replied = 0;
+    let unanswered = loop {
+        let op = current.next_op(rng);
         if writeln!(stdin, "{}", op.line()).and_then(|()| stdin.flush()).is_err() {
-            break Some(op);
+            break op;
         }
-        if acknowledged == cut_after {
+        if replied == cut_after {
             let _ = trigger.send(());
         }
         // The harness prints "test child_process ... " without a newline before the first reply.
         let reply = replies.by_ref().map_while(Result::ok).find_map(|l| l.split_once("ok ").map(|(_, r)| r.to_owned()));
-        let Some(reply) = reply else { break Some(op) };
-        let number = reply.split(' ').nth(1).map(|n| n.parse().unwrap());
-        model = model.apply(op, number);
-        acknowledged += 1;
+        let Some(reply) = reply else { break op };
+        let (number, at_ns) = parse_reply(&reply);
+        current = current.apply(op, number);
+        pending.push_back((op, number, at_ns));
+        replied += 1;
+        // Replies this far back came before any cut that has not begun by now.
+        let cut = cut_at_ns.load(Ordering::SeqCst);
+        while pending.len() > 16 && (cut == 0 || pending[0].2 < u128::from(cut)) {
+            let (op, number, _) = pending.pop_front().unwrap();
+            acked = acked.apply(op, number);
+        }
     };
     drop(stdin);
     drop(trigger);
@@ -184,13 +214,29 @@ fn cycle(mount: &Path, dir: &Path, model: &Model, rng: &mut impl Rng) -> (Model,
     let _ = child.kill();
     child.wait().unwrap();
     tool(&["remount", &mount.to_string_lossy()]);
-    (model, in_flight)
+    let cut = u128::from(cut_at_ns.load(Ordering::SeqCst));
+    let mut after = Vec::new();
+    for (op, number, at_ns) in pending {
+        if at_ns < cut && after.is_empty() {
+            acked = acked.apply(op, number);
+        } else {
+            after.push((op, number));
+        }
+    }
+    let returned_after = after.len();
+    after.push((unanswered, None));
+    CycleEnd { acked, after, returned_after }
 }
 
 /// A thread that cuts the power `delay` after it is asked (or after 5 s, or once asking is no
-/// longer possible), then kills the child (a child blocked on I/O of the dead file system must not
-/// hang the test).
-fn cut_when_asked(mount: &Path, child: &Child, delay: Duration) -> (mpsc::Sender<()>, std::thread::JoinHandle<()>) {
+/// longer possible), noting in `cut_at_ns` when it began (ns since the epoch), then kills the child
+/// (a child blocked on I/O of the dead file system must not hang the test).
+fn cut_when_asked(
+    mount: &Path,
+    child: &Child,
+    delay: Duration,
+    cut_at_ns: Arc<AtomicU64>,
+) -> (mpsc::Sender<()>, std::thread::JoinHandle<()>) {
     let (mount, pid) = (mount.to_path_buf(), child.id());
     let (trigger, asked) = mpsc::channel();
     let handle = std::thread::spawn(move || {
@@ -200,6 +246,8 @@ fn cut_when_asked(mount: &Path, child: &Child, delay: Duration) -> (mpsc::Sender
         while std::time::Instant::now() < until {
             std::hint::spin_loop();
         }
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+        cut_at_ns.store(now.as_nanos() as u64, Ordering::SeqCst);
         cut_now(&mount);
         std::thread::sleep(Duration::from_millis(200));
         if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
@@ -209,9 +257,20 @@ fn cut_when_asked(mount: &Path, child: &Child, delay: Duration) -> (mpsc::Sender
     (trigger, handle)
 }
 
-/// Opens the recovered log and checks it against the acknowledged state, or that state with the
-/// operation in flight applied. Returns the state found, and how it differs if it is neither.
-fn check(dir: &Path, acked: &Model, in_flight: Option<Op>) -> (Model, Option<String>) {
+/// How a recovered log compares with a cycle's end.
+enum Outcome {
+    /// The state of the operations that returned before the cut, plus some of those after.
+    Kept,
+    /// It lacks the effect of an operation that returned after the cut began (allowed: after a
+    /// real power cut that call would not have returned).
+    LostOverlapped(String),
+    /// It lacks something acknowledged before the cut: a bug.
+    Lost(String),
+}
+
+/// Opens the recovered log and checks it against the acknowledged state with each prefix of the
+/// operations after the cut applied, the longest first. Returns the state found and the outcome.
+fn check(dir: &Path, end: &CycleEnd) -> (Model, Outcome) {
     let log = strata_log::Log::open(dir, config()).unwrap();
     let found: Vec<(u64, Vec<u8>)> = read_all(&log, log.start_offset(), 1 << 16)
         .into_iter()
@@ -219,18 +278,24 @@ fn check(dir: &Path, acked: &Model, in_flight: Option<Op>) -> (Model, Option<Str
         .collect();
     let (start, next) = (log.start_offset(), log.next_offset());
     log.close().unwrap();
-    let without = acked.check(start, next, &found);
-    let with = in_flight.map(|op| acked.apply(op, None).check(start, next, &found));
-    match (without, with) {
-        (Ok(model), _) | (_, Some(Ok(model))) => (model, None),
-        (Err(e), with) => {
-            let lost = format!(
-                "{e} (with the operation in flight {in_flight:?}: {})",
-                with.unwrap_or(Ok(acked.clone())).unwrap_err()
-            );
-            (Model::found(acked, start, next, &found), Some(lost))
+    let mut states = vec![end.acked.clone()];
+    for &(op, number) in &end.after {
+        let state = states.last().unwrap().apply(op, number);
+        states.push(state);
+    }
+    let mut errors = Vec::new();
+    for (k, state) in states.iter().enumerate().rev() {
+        match state.check(start, next, &found) {
+            Ok(model) if k >= end.returned_after => return (model, Outcome::Kept),
+            Ok(model) => {
+                let lost = format!("the state after {k} of the {} operations the cut overlapped", end.returned_after);
+                return (model, Outcome::LostOverlapped(lost));
+            }
+            Err(e) => errors.push(format!("with {k} of the operations after the cut: {e}")),
         }
     }
+    let lost = format!("{}; operations after the cut {:?}", errors.join("; "), end.after);
+    (Model::found(&end.acked, start, next, &found), Outcome::Lost(lost))
 }
 
 #[test]
@@ -242,22 +307,31 @@ fn power_loss_with_mixed_operations_loses_nothing_acknowledged() {
     let mount = Mount::new(256, block_size);
     let dir = mount.path().join("log");
     let mut model = Model::default();
-    let (mut appended, mut losses) = (0, Vec::new());
+    let (mut appended, mut losses, mut overlapped) = (0, Vec::new(), 0);
     for cut in 0..cycles {
-        let (acked, in_flight) = cycle(mount.path(), &dir, &model, &mut rng);
-        appended += acked.next_id - model.next_id;
-        let (found, lost) = check(&dir, &acked, in_flight);
+        let end = cycle(mount.path(), &dir, &model, &mut rng);
+        appended += end.acked.next_id - model.next_id;
+        let (found, outcome) = check(&dir, &end);
         model = found;
-        match lost {
-            None => eprintln!("cut {cut}: ok, log [{}, {}), in flight {in_flight:?}", model.start, model.next),
-            Some(lost) => {
+        let (start, next) = (model.start, model.next);
+        match outcome {
+            Outcome::Kept => eprintln!("cut {cut}: ok, log [{start}, {next}), after the cut {:?}", end.after),
+            Outcome::LostOverlapped(what) => {
+                overlapped += 1;
+                eprintln!("cut {cut}: ok, log [{start}, {next}): {what}; after the cut {:?}", end.after);
+            }
+            Outcome::Lost(lost) => {
                 eprintln!("cut {cut}: LOST {lost}");
                 losses.push(format!("cut {cut}: {lost}"));
             }
         }
     }
     let blocks = block_size.map_or("mkfs's".to_owned(), |b: u64| b.to_string());
-    eprintln!("{cycles} power cuts on {blocks}-byte blocks, {appended} records appended: {} lost", losses.len());
+    eprintln!(
+        "{cycles} power cuts on {blocks}-byte blocks, {appended} records appended: {} lost; {overlapped} lost an \
+         operation that returned after the cut began",
+        losses.len()
+    );
     assert!(losses.is_empty(), "acknowledged state lost at {} of {cycles} cuts:\n{}", losses.len(), losses.join("\n"));
 }
 

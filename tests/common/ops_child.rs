@@ -10,11 +10,13 @@
 //!
 //! | line        | operation                      | reply               |
 //! |-------------|--------------------------------|---------------------|
-//! | `a ID N`    | append ids ID..ID+N as a batch | `ok a BASE`         |
-//! | `t OFFSET`  | `truncate_to(OFFSET)`          | `ok t NEW_END`      |
-//! | `r OFFSET`  | `reset_at(OFFSET)`             | `ok r`              |
-//! | `d OFFSET`  | `delete_records_before`        | `ok d NEW_START`    |
-//! | `c`         | `compact()`                    | `ok c`              |
+//! | `a ID N`    | append ids ID..ID+N as a batch | `ok a BASE t=NS`    |
+//! | `t OFFSET`  | `truncate_to(OFFSET)`          | `ok t NEW_END t=NS` |
+//! | `r OFFSET`  | `reset_at(OFFSET)`             | `ok r t=NS`         |
+//! | `d OFFSET`  | `delete_records_before`        | `ok d NEW_START t=NS` |
+//! | `c`         | `compact()`                    | `ok c t=NS`         |
+//!
+//! `NS`: when the operation returned, in nanoseconds since the Unix epoch.
 //!
 //! A failed operation (the cut) ends the child with a panic, so nothing after it is acknowledged.
 
@@ -80,7 +82,10 @@ fn run(dir: &Path, input: impl BufRead, out: &mut impl Write) {
             }
             other => panic!("unknown operation {other:?}"),
         };
-        writeln!(out, "{reply}").unwrap();
+        // When it returned: the parent counts an operation that returned after the cut began as
+        // in flight (after a real power cut it would never have returned).
+        let at_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        writeln!(out, "{reply} t={at_ns}").unwrap();
         out.flush().unwrap();
     }
     log.close().unwrap();
@@ -93,5 +98,7 @@ fn alone() {
     let input = "a 0 3\na 3 2\nt 3\nd 1\nc\nr 10\na 5 1\n";
     let mut out = Vec::new();
     run(dir.path(), input.as_bytes(), &mut out);
-    assert_eq!(String::from_utf8(out).unwrap(), "ok a 0\nok a 3\nok t 3\nok d 1\nok c\nok r\nok a 10\n");
+    let replies: Vec<String> =
+        String::from_utf8(out).unwrap().lines().map(|l| l.split(" t=").next().unwrap().to_owned()).collect();
+    assert_eq!(replies, ["ok a 0", "ok a 3", "ok t 3", "ok d 1", "ok c", "ok r", "ok a 10"]);
 }
