@@ -19,16 +19,30 @@
 //!   the writer at the roll; `--trim none`: fdatasync only).
 //!
 //! The writer appends batches of 100..1000 bytes with pwrite + fdatasync; a batch is acknowledged
-//! when its fdatasync returned 0. At a random moment `powercut cut` shuts the file system down
-//! (`EXT4_IOC_SHUTDOWN`, `NOLOGFLUSH`); after a remount every acknowledged byte must be there.
-//! `--fsync-new` fsyncs a renamed segment before its first write (a candidate fix).
+//! when its fdatasync returned 0. Then the power is cut (`EXT4_IOC_SHUTDOWN` with `NOLOGFLUSH`:
+//! what was not yet written or committed is gone), the file system remounted (journal replay), and
+//! every acknowledged byte must be there; a loss prints `filefrag -v` of the file (are the lost
+//! blocks an unwritten extent again?). When the cut comes:
+//! - by default at a random moment 20..`--max-cut-ms` (1500) ms into the cycle, by `powercut cut`;
+//! - `--cut-during-next US`: 0..US µs after the acknowledgement of batch 1..11 of segment 1..3 of
+//!   the cycle, by the ioctl from another thread while the writer goes on with the next batch;
+//! - `--cut-idle US`: the same, but the writer itself cuts and writes nothing more;
+//! - `--cut-after-roll`: the writer runs `powercut cut` itself at that point (tens of ms later).
 //!
+//! Candidate fixes: `--fsync-new` (fsync a renamed segment before its first write), `--fsync`
+//! (fsync instead of fdatasync), `--zero-fill` (zeros written over the whole fallocated file and
+//! fdatasynced before it is used), `--zero-ahead BYTES` (the writer zeroes and fdatasyncs BYTES
+//! ahead of its data, as strata now does). `--fiemap` counts batches whose range FIEMAP still
+//! shows unwritten right after their fdatasync returned.
+//!
+//! The smallest form that loses (docs/POWER_LOSS.md has the counts):
 //! ```text
 //! cargo build --release --example powercut_repro
-//! target/release/examples/powercut_repro --block-size 1024 --cuts 150 [--no-trim ...]
+//! target/release/examples/powercut_repro --block-size 1024 --cuts 150 --cut-during-next 2000 \
+//!     --inline-fallocate --no-rename --no-reopen --no-mmap --no-index --trim none
 //! ```
-//! Root only (loop devices); the tool is `../shared/tools/powercut` or `$STRATA_POWERCUT`.
-#![allow(unsafe_code)] // one read-only map, with its SAFETY argument
+//! Root only (loop devices, mkfs.ext4); the tool is `../shared/tools/powercut` or `$STRATA_POWERCUT`.
+#![allow(unsafe_code)] // a read-only map and three system calls, each with its SAFETY argument
 #![allow(clippy::unwrap_used)] // a test program: a failed setup step ends it
 
 use std::fs::{File, OpenOptions};
@@ -273,8 +287,29 @@ fn seal(active: Active, trim: Trim) -> std::io::Result<()> {
 /// What one cycle acknowledged: per segment number, the durable length.
 type Acked = Vec<(u64, u64)>;
 
-/// The last batches acknowledged (segment, start, end), for the report of a loss.
-type Recent = std::collections::VecDeque<(u64, u64, u64)>;
+/// An acknowledged batch, for the report of a loss.
+#[derive(Debug)]
+#[allow(dead_code)] // read through Debug
+struct Batch {
+    segment: u64,
+    start: u64,
+    end: u64,
+    /// FIEMAP still showed part of it unwritten right after its fdatasync (`--fiemap`).
+    unwritten_after_sync: bool,
+    /// When its fdatasync was called and returned.
+    synced: (Instant, Instant),
+}
+
+/// The last batches acknowledged.
+type Recent = std::collections::VecDeque<Batch>;
+
+/// When the cut's ioctl was entered and returned (the in-process cuts only).
+static CUT: std::sync::Mutex<Option<(Instant, Instant)>> = std::sync::Mutex::new(None);
+
+/// Microseconds from `b` to `a` (negative if `a` is earlier).
+fn micros(a: Instant, b: Instant) -> i128 {
+    if a >= b { (a - b).as_micros() as i128 } else { -((b - a).as_micros() as i128) }
+}
 
 /// Where the writer cuts the power itself: after the `batch`-th acknowledged batch of segment
 /// `segment`.
@@ -309,12 +344,13 @@ fn write_until_cut(
                 active = roll(dir, active, steps, &mut next, &mut background)?;
                 acked.push((active.n, 0));
             }
-            append(&mut active, size, steps)?;
+            let (unwritten_after_sync, synced) = append(&mut active, size, steps)?;
             acked.last_mut().unwrap().1 = active.len;
             if recent.len() == 3 {
                 recent.pop_front();
             }
-            recent.push_back((active.n, active.len - size, active.len));
+            let (segment, start, end) = (active.n, active.len - size, active.len);
+            recent.push_back(Batch { segment, start, end, unwritten_after_sync, synced });
             active.batches += 1;
             if let Some(cut) = cut_at.as_ref().filter(|c| c.segment == active.n && c.batch == active.batches) {
                 match cut.delay {
@@ -385,7 +421,9 @@ fn shutdown(dir: &File) -> std::io::Result<()> {
     const EXT4_GOING_FLAGS_NOLOGFLUSH: u32 = 2;
     let flags = EXT4_GOING_FLAGS_NOLOGFLUSH;
     // SAFETY: the ioctl reads one u32 through the pointer, which points at a live local.
+    let entered = Instant::now();
     let rc = unsafe { libc::ioctl(dir.as_raw_fd(), EXT4_IOC_SHUTDOWN, &flags as *const u32) };
+    *CUT.lock().unwrap() = Some((entered, Instant::now()));
     if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
 }
 
@@ -397,7 +435,9 @@ fn spin_sleep(delay: Duration) {
     }
 }
 
-fn append(active: &mut Active, size: u64, steps: Steps) -> std::io::Result<()> {
+/// Appends one batch and fdatasyncs it; returns whether FIEMAP (`--fiemap`) then still showed part
+/// of it unwritten, and when the fdatasync was called and returned.
+fn append(active: &mut Active, size: u64, steps: Steps) -> std::io::Result<(bool, (Instant, Instant))> {
     let start = active.len;
     if steps.zero_ahead > 0 && start + size > active.zeroed {
         let end = (start + size).max(active.zeroed + steps.zero_ahead).min(SEGMENT_BYTES);
@@ -413,13 +453,16 @@ fn append(active: &mut Active, size: u64, steps: Steps) -> std::io::Result<()> {
         active.index_slots += 1;
         active.last_indexed = start;
     }
+    let sync_called = Instant::now();
     if steps.fsync {
         active.log.sync_all()?;
     } else {
         active.log.sync_data()?;
     }
+    let synced = (sync_called, Instant::now());
     active.len = start + size;
-    if steps.fiemap && unwritten_in(&active.log, start, size)? {
+    let unwritten = steps.fiemap && unwritten_in(&active.log, start, size)?;
+    if unwritten {
         UNWRITTEN_AFTER_SYNC.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     if let Some(map) = &active.map {
@@ -427,7 +470,7 @@ fn append(active: &mut Active, size: u64, steps: Steps) -> std::io::Result<()> {
         let read = &map[start as usize..active.len as usize];
         assert_eq!(read, &bytes[..], "the map shows what was written");
     }
-    Ok(())
+    Ok((unwritten, synced))
 }
 
 fn roll(
@@ -487,7 +530,7 @@ fn main() {
     fsync_dir(&dir).unwrap();
     fsync_dir(Path::new(&mount)).unwrap();
     let mut rng = StdRng::seed_from_u64(args.seed);
-    let mut losses = 0;
+    let (mut losses, mut overlapped_losses) = (0, 0);
     let mut first = 0;
     let started = Instant::now();
     for cycle in 0..args.cuts {
@@ -508,6 +551,7 @@ fn main() {
             idle: args.cut_idle.map(|max| Duration::from_micros(rng.random_range(0..=max))),
         });
         let mut recent = Recent::new();
+        *CUT.lock().unwrap() = None;
         let acked = write_until_cut(&dir, args.steps, &mut rng, first, cut_at, &mut recent);
         if let Some(cutter) = cutter {
             cutter.join().unwrap();
@@ -515,11 +559,32 @@ fn main() {
         powercut(&["remount", &mount]);
         let bytes: u64 = acked.iter().map(|(_, len)| len).sum();
         if let Some((n, position, what)) = check(&dir, &acked) {
-            losses += 1;
+            // A batch whose fdatasync returned after the cut's ioctl was entered was acknowledged
+            // by a call the cut overlapped: after a real power cut that call never returns.
+            let cut = *CUT.lock().unwrap();
+            let batch = recent.iter().find(|b| b.segment == n && (b.start..b.end).contains(&position));
+            let overlapped = matches!((cut, batch), (Some((entered, _)), Some(b)) if b.synced.1 > entered);
+            let kind = if overlapped {
+                overlapped_losses += 1;
+                "lost, but its fdatasync returned after the cut began"
+            } else {
+                losses += 1;
+                "LOST"
+            };
             let block = position / args.block_size;
             eprintln!(
-                "cut {cycle}: LOST segment {n} from position {position} (block {block}): {what}; acknowledged {acked:?}; last batches {recent:?}; cut {cut_delay:?} after the acknowledgement"
+                "cut {cycle}: {kind}: segment {n} from position {position} (block {block}): {what}; acknowledged {acked:?}; last batches {recent:?}; cut {cut_delay:?} after the acknowledgement"
             );
+            if let (Some((entered, returned)), Some(batch)) = (cut, batch) {
+                let (called, done) = batch.synced;
+                eprintln!(
+                    "  the batch's fdatasync was called {} µs and returned {} µs after the cut's ioctl was \
+                     entered (the ioctl returned {} µs after it was entered)",
+                    micros(called, entered),
+                    micros(done, entered),
+                    micros(returned, entered)
+                );
+            }
             // Whether the extent reads as unwritten (its conversion was not durable) or holds zeros.
             let path = dir.join(format!("{n:020}.log"));
             let frag = Command::new("filefrag").arg("-v").arg(&path).output().unwrap();
@@ -539,7 +604,7 @@ fn main() {
         println!("FIEMAP: {n} batches still had unwritten blocks right after their fdatasync returned");
     }
     println!(
-        "block size {} steps {:?}: {} cuts, {losses} lost ({:.0} s)",
+        "block size {} steps {:?}: {} cuts, {losses} lost, {overlapped_losses} more lost whose fdatasync returned after the cut began ({:.0} s)",
         args.block_size,
         args.steps,
         args.cuts,
