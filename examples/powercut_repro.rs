@@ -420,8 +420,8 @@ fn shutdown(dir: &File) -> std::io::Result<()> {
     const EXT4_IOC_SHUTDOWN: libc::c_ulong = 0x8004_587D;
     const EXT4_GOING_FLAGS_NOLOGFLUSH: u32 = 2;
     let flags = EXT4_GOING_FLAGS_NOLOGFLUSH;
-    // SAFETY: the ioctl reads one u32 through the pointer, which points at a live local.
     let entered = Instant::now();
+    // SAFETY: the ioctl reads one u32 through the pointer, which points at a live local.
     let rc = unsafe { libc::ioctl(dir.as_raw_fd(), EXT4_IOC_SHUTDOWN, &flags as *const u32) };
     *CUT.lock().unwrap() = Some((entered, Instant::now()));
     if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
