@@ -169,9 +169,10 @@ impl Writer {
 
     /// After a power cut that began at `cut_ns` (ns since the Unix epoch): reads the rest of the
     /// acknowledgements, asserting that they are dense and in order from `next`; returns the
-    /// offset after the last one the child made before the cut began. One made later was
-    /// acknowledged by a call the cut overlapped, which a real power cut never lets return.
-    pub fn read_acks_before(&mut self, mut next: u64, cut_ns: u128) -> u64 {
+    /// offset after the last one the child made before the cut began, and after the last one.
+    /// One made after the cut began came from a call the cut overlapped, which a real power cut
+    /// never lets return.
+    pub fn read_acks_before(&mut self, mut next: u64, cut_ns: u128) -> (u64, u64) {
         let mut before = next;
         while let Some((offset, at)) = self.next_ack_timed() {
             assert_eq!(offset, next, "acknowledgements are dense and in order");
@@ -180,7 +181,7 @@ impl Writer {
                 before = next;
             }
         }
-        before
+        (before, next)
     }
 
     /// Reads up to `max` acknowledgements, asserting that they are dense and in order from
