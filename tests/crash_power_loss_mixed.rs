@@ -1,12 +1,15 @@
 //! Crash test 7b (opt-in, issue 16): simulated power loss while appends, truncations, resets,
 //! prefix deletions and compactions are mixed under `FlushPolicy::Always`. A child
-//! (`common::ops_child`) runs one operation at a time on a fresh ext4 image on a loop device; at a
-//! random moment `powercut cut` shuts the file system down (`EXT4_IOC_SHUTDOWN`, `NOLOGFLUSH`:
-//! what was not fsynced is gone); after the remount the log must be in the state of the
-//! acknowledged operations, or of those plus the one in flight at the cut. "In the state" means:
-//! the same start and next offsets, every record returned has the value appended at its offset,
-//! and an acknowledged record is missing only if compaction may have removed it (a later record
-//! of its key was acknowledged).
+//! (`common::ops_child`) runs one operation at a time on a fresh ext4 image on a loop device; the
+//! test cuts the power (`EXT4_IOC_SHUTDOWN`, `NOLOGFLUSH`: what was not fsynced is gone) 0..2 ms
+//! after a random operation's acknowledgement, while the next one runs, and remounts. The log must
+//! then be in the state of the operations that returned before the cut began, plus any prefix of
+//! those that came later (an operation the cut overlapped may or may not have taken effect: ext4
+//! lets an fdatasync the shutdown overlaps return 0 for data that is then gone, and a real power
+//! cut would not have let it return; docs/POWER_LOSS.md). "In the state" means: the same start
+//! and next offsets, every record returned has the value appended at its offset, and an
+//! acknowledged record is missing only if compaction may have removed it (a later record of its
+//! key was acknowledged).
 //!
 //! Opt-in (`#[ignore]`: it needs root, loop devices and `mkfs.ext4`):
 //! `cargo test --release --all-features --test crash_power_loss_mixed -- --ignored --nocapture`.
