@@ -329,9 +329,9 @@ fn power_loss_with_mixed_operations_loses_nothing_acknowledged() {
             }
         }
     }
-    let blocks = block_size.map_or("mkfs's".to_owned(), |b: u64| b.to_string());
+    let blocks = block_size.map_or("mkfs's default".to_owned(), |b: u64| format!("{b}-byte"));
     eprintln!(
-        "{cycles} power cuts on {blocks}-byte blocks, {appended} records appended: {} lost; {overlapped} lost an \
+        "{cycles} power cuts on {blocks} blocks, {appended} records appended: {} lost; {overlapped} lost an \
          operation that returned after the cut began",
         losses.len()
     );
