@@ -1,8 +1,8 @@
 //! Crash test 7 (opt-in): simulated power loss. The same durable writer as the kill test runs on a
-//! fresh ext4 image mounted through a loop device; at a random moment `powercut cut` shuts the file
-//! system down with `EXT4_IOC_SHUTDOWN(NOLOGFLUSH)`, which drops everything not fsynced exactly as
-//! a power cut would; the writer is killed, the file system remounted (journal replay), and every
-//! acknowledged record must be there. Unlike a SIGKILL (the page cache survives), this catches a
+//! fresh ext4 image mounted through a loop device; at a random moment the test shuts the file
+//! system down with `EXT4_IOC_SHUTDOWN(NOLOGFLUSH)` (as `powercut cut` does), which drops
+//! everything not fsynced exactly as a power cut would; the writer is killed, the file system
+//! remounted (journal replay), and every record acknowledged before the cut began must be there. Unlike a SIGKILL (the page cache survives), this catches a
 //! missing fdatasync or directory fsync.
 //!
 //! Opt-in, so marked `#[ignore]` (a skipped test must never read as a passed one): run it with
@@ -16,11 +16,11 @@
 mod common;
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::check_recovered;
 use common::child::{Writer, WriterOptions};
-use common::ext4::{Mount, tool};
+use common::ext4::{Mount, cut_now, tool};
 use rand::{Rng, RngExt};
 use strata_log::LogConfig;
 
@@ -31,8 +31,8 @@ fn config() -> LogConfig {
 }
 
 /// One cycle: write from `next` until a power cut at a random moment. Returns the offset after the
-/// last acknowledged record.
-fn cycle(mount: &str, dir: &Path, next: u64, rng: &mut impl Rng) -> u64 {
+/// last record acknowledged before the cut began, and how many were acknowledged after it began.
+fn cycle(mount: &str, dir: &Path, next: u64, rng: &mut impl Rng) -> (u64, u64) {
     // Acknowledged after an explicit flush, or after the default `Always` group commit.
     let options = WriterOptions {
         segment_bytes: SEGMENT_BYTES,
@@ -45,13 +45,18 @@ fn cycle(mount: &str, dir: &Path, next: u64, rng: &mut impl Rng) -> u64 {
     child.feed(next..);
     let acked = child.read_acks(next, rng.random_range(1..600));
     std::thread::sleep(Duration::from_micros(rng.random_range(0..2000)));
-    tool(&["cut", mount]);
-    // Offsets printed before the cut took effect were durable before it: they count too.
+    // From this process, so the cut begins when noted (the tool takes tens of ms to start).
+    let cut_ns = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+    cut_now(Path::new(mount));
     child.kill();
-    let acked = child.read_acks(acked, u64::MAX);
+    // Offsets acknowledged before the cut began were durable before it: they count too. One
+    // acknowledged later came from an fdatasync the cut overlapped, which returned 0 after the
+    // shutdown although its batch was not durable (issue 16, docs/POWER_LOSS.md); after a real
+    // power cut that call never returns.
+    let (acked, printed) = child.read_acks_before(acked, cut_ns);
     child.wait();
     tool(&["remount", mount]);
-    acked
+    (acked, printed - acked)
 }
 
 #[test]
@@ -64,16 +69,18 @@ fn power_loss_loses_nothing_acknowledged() {
     let mount_dir = mount.path().to_string_lossy().into_owned();
     let dir = mount.path().join("log");
     let mut next = 0;
-    let mut checked = 0;
+    let (mut checked, mut overlapped) = (0, 0);
     for _ in 0..cycles {
-        let acked = cycle(&mount_dir, &dir, next, &mut rng);
+        let (acked, after_cut) = cycle(&mount_dir, &dir, next, &mut rng);
+        overlapped += after_cut;
         let log = check_recovered(&dir, config(), acked);
         next = log.next_offset();
         checked += next;
         drop(log);
     }
     eprintln!(
-        "{cycles} power cuts; {next} records in the log; {checked} record checks in all; every acknowledged record present"
+        "{cycles} power cuts; {next} records in the log; {checked} record checks in all; every record acknowledged \
+         before its cut present ({overlapped} acknowledged after a cut began, not counted)"
     );
 }
 

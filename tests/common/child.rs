@@ -151,13 +151,37 @@ impl Writer {
 
     /// The next offset the child acknowledged; `None` once its output ended.
     pub fn next_ack(&mut self) -> Option<u64> {
+        self.next_ack_timed().map(|(offset, _)| offset)
+    }
+
+    /// The next offset the child acknowledged and when (ns since the Unix epoch); `None` once its
+    /// output ended.
+    pub fn next_ack_timed(&mut self) -> Option<(u64, u128)> {
         for line in self.acks.by_ref().map_while(Result::ok) {
             // The harness prints "test child_process ... " without a newline before the first.
-            if let Some((_, offset)) = line.split_once("ack ") {
-                return Some(offset.trim().parse().unwrap());
+            if let Some((_, ack)) = line.split_once("ack ") {
+                let (offset, at) = ack.trim().split_once(" t=").expect("ack OFFSET t=NS");
+                return Some((offset.parse().unwrap(), at.parse().unwrap()));
             }
         }
         None
+    }
+
+    /// After a power cut that began at `cut_ns` (ns since the Unix epoch): reads the rest of the
+    /// acknowledgements, asserting that they are dense and in order from `next`; returns the
+    /// offset after the last one the child made before the cut began, and after the last one.
+    /// One made after the cut began came from a call the cut overlapped, which a real power cut
+    /// never lets return.
+    pub fn read_acks_before(&mut self, mut next: u64, cut_ns: u128) -> (u64, u64) {
+        let mut before = next;
+        while let Some((offset, at)) = self.next_ack_timed() {
+            assert_eq!(offset, next, "acknowledgements are dense and in order");
+            next = offset + 1;
+            if at < cut_ns {
+                before = next;
+            }
+        }
+        (before, next)
     }
 
     /// Reads up to `max` acknowledgements, asserting that they are dense and in order from
@@ -239,8 +263,10 @@ fn write(dir: &Path, options: &WriterOptions, input: impl BufRead, out: &mut imp
             if options.sync {
                 log.flush().unwrap();
             }
+            // When: a power-loss test counts only what was acknowledged before its cut began.
+            let at_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
             for offset in info.base_offset..=info.last_offset {
-                writeln!(out, "ack {offset}").unwrap();
+                writeln!(out, "ack {offset} t={at_ns}").unwrap();
             }
             out.flush().unwrap();
             pending.clear();
@@ -260,7 +286,9 @@ fn alone() {
     let input: Vec<u8> = (0..100).flat_map(|offset| [value_of(offset), b"\n".to_vec()].concat()).collect();
     let mut acks = Vec::new();
     write(dir.path(), &options, &input[..], &mut acks);
-    let expected: String = (0..100).map(|offset| format!("ack {offset}\n")).collect();
-    assert_eq!(String::from_utf8(acks).unwrap(), expected);
+    let acks: Vec<String> =
+        String::from_utf8(acks).unwrap().lines().map(|l| l.split(" t=").next().unwrap().to_owned()).collect();
+    let expected: Vec<String> = (0..100).map(|offset| format!("ack {offset}")).collect();
+    assert_eq!(acks, expected);
     drop(check_recovered(dir.path(), options.config(), 100));
 }

@@ -3,6 +3,7 @@
 
 pub mod child;
 pub mod ext4;
+pub mod ops_child;
 pub mod store_child;
 
 use std::path::Path;
