@@ -375,7 +375,17 @@ impl LogSegment {
     /// its data, `chunk` bytes per hold of its append lock (`log/zero_ahead.rs`). Nothing once
     /// the segment is sealed or retired. Returns the bytes zeroed.
     pub(crate) fn zero_ahead(&self, window: u64, chunk: u64) -> Result<u64> {
-        self.log.zero_ahead(self.size().saturating_add(window), chunk)
+        let zeroed = self.log.zero_ahead(self.size().saturating_add(window), chunk)?;
+        if zeroed > 0 {
+            // Under the seal state, as `flush`: this fdatasync also writes appended data and may
+            // be the one told of its failed writeback (once per open file), so a failure fails the
+            // segment, and the next round's flush poisons the log instead of claiming durability.
+            let mut state = self.seal_state.lock();
+            if *state == SealState::Active {
+                self.log.sync_zeroed().inspect_err(|_| *state = SealState::Failed)?;
+            }
+        }
+        Ok(zeroed)
     }
 
     /// fdatasync of the `.log` (the indexes are derived: recovery rebuilds them from the recovery

@@ -299,7 +299,7 @@ impl MappedFile {
 
     /// Writes zeros over the preallocated bytes from where the last appends or zeros end, up to
     /// `end` (at most the capacity) and at most `chunk` bytes, holding the append lock (an append
-    /// waits for it), then fdatasyncs them. A fallocated block is an *unwritten* extent until
+    /// waits for it); the caller then syncs them ([`MappedFile::sync_zeroed`]). A fallocated block is an *unwritten* extent until
     /// written, and the first fdatasync of each block converts it in the file system's journal: a
     /// durable append into blocks already written and synced costs one data write, not a journal
     /// commit as well. Never touches published bytes; zeros past the data read as its end.
@@ -327,15 +327,18 @@ impl MappedFile {
             self.zeroed_to.store(until, Ordering::Relaxed);
             until - from
         };
-        // As `flush_detached`, under a failure point of its own: the crash tests' injected
-        // `fdatasync` failures are meant for the log's own syncs.
-        let file = match &*self.read_state() {
-            State::Writable { file, .. } => file.try_clone().map_err(|e| self.io_error("dup", e))?,
-            State::Sealed { .. } | State::Retired => return Ok(zeroed),
-        };
-        error_point!("zero_ahead_fdatasync", self.path());
-        file.sync_data().map_err(|e| self.io_error("fdatasync", e))?;
         Ok(zeroed)
+    }
+
+    /// fdatasync after [`MappedFile::zero_ahead`], on the file's own descriptor (so it shares the
+    /// log's error state: Linux reports a failed writeback once per open file, and this sync
+    /// covers appended data too). The caller treats a failure as the data's.
+    pub(crate) fn sync_zeroed(&self) -> Result<()> {
+        if let State::Writable { file, .. } = &*self.read_state() {
+            error_point!("zero_ahead_fdatasync", self.path());
+            file.sync_data().map_err(|e| self.io_error("fdatasync", e))?;
+        }
+        Ok(())
     }
 
     /// Overwrites published bytes of a writable file in place with `pwrite`, holding the state's
@@ -643,6 +646,9 @@ impl MappedFile {
     /// removed (it may wait as `.deleted` for a while): the file is cut to its published length.
     /// Readers never read past it, and no append comes any more, so nothing reads what goes.
     pub(crate) fn release_preallocation(&self) -> Result<()> {
+        // No zeroing after this: it would allocate the released blocks again.
+        let _appender = self.append_lock.lock();
+        self.zeroed_to.store(u64::MAX, Ordering::Relaxed);
         if let State::Writable { file, .. } = &*self.read_state() {
             file.set_len(self.len()).map_err(|e| self.io_error("trim", e))?;
         }
