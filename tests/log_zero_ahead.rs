@@ -90,3 +90,25 @@ fn nothing_is_zeroed_without_fsyncs() {
         assert_eq!(log.metrics().zeroed_ahead_bytes > 0, zeroes, "{flush_policy:?}");
     }
 }
+
+/// Regression (review): once the zeroing reached a segment's end, every append asked for another
+/// zeroing event that had nothing to do.
+#[test]
+fn a_fully_zeroed_segment_asks_for_no_more_zeroing() {
+    let dir = tempfile::tempdir().unwrap();
+    // A window larger than the segment: the first event or two zero all of it.
+    let config = LogConfig {
+        segment_bytes: 1 << 20,
+        zero_ahead_bytes: 8 << 20,
+        flush_policy: FlushPolicy::EveryInterval { ms: 60_000, messages: u64::MAX },
+        preallocate: false,
+        ..LogConfig::default()
+    };
+    let log = Log::open(dir.path(), config).unwrap();
+    for _ in 0..500 {
+        log.append(&[Record::new(&[3; 1000])]).unwrap();
+    }
+    let events = log.event_metrics().unwrap();
+    assert!(events.processed + events.queue_len as u64 <= 10, "{events:?}");
+    assert!(log.metrics().zeroed_ahead_bytes <= 1 << 20);
+}

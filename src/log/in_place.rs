@@ -12,11 +12,11 @@ use std::fmt;
 use std::ops::ControlFlow;
 
 use crate::error::{Error, Result};
-use crate::format::{ATTR_CREATE_TIME, BATCH_HEADER_LEN};
+use crate::format::BATCH_HEADER_LEN;
 use crate::log::Log;
 use crate::log::batch::{self, BatchHeader, Header, RawRecord};
 use crate::log::locate::LOCATE_ATTEMPTS;
-use crate::log::reader::{READ_ONLY_REFRESHES, catch_up_truncations, pause_before_refresh};
+use crate::log::reader::{batch_header_accessors, catch_up_truncations, refresh_for_retry};
 use crate::log::state::LogState;
 use crate::log::walk::Stop;
 
@@ -36,40 +36,7 @@ pub struct BatchRef<'a> {
 }
 
 impl<'a> BatchRef<'a> {
-    /// Offset of the batch's first record as written.
-    pub fn base_offset(&self) -> u64 {
-        self.header.base_offset
-    }
-
-    /// The last offset the batch covers (after compaction, possibly of a removed record).
-    pub fn last_offset(&self) -> u64 {
-        self.header.last_offset()
-    }
-
-    /// Records stored in the batch (the read may return fewer: see [`BatchRef::records`]).
-    pub fn record_count(&self) -> u32 {
-        self.header.record_count
-    }
-
-    /// The batch's attributes (DESIGN.md §4: bit 3 create time, bit 4 written by the cleaner).
-    pub fn attributes(&self) -> u16 {
-        self.header.attributes
-    }
-
-    /// Whether the timestamps are the producer's (create time) rather than the log's append time.
-    pub fn is_create_time(&self) -> bool {
-        self.header.attributes & ATTR_CREATE_TIME != 0
-    }
-
-    /// The batch's first timestamp (its base timestamp).
-    pub fn first_timestamp_ms(&self) -> i64 {
-        self.header.base_timestamp
-    }
-
-    /// The largest record timestamp in the batch.
-    pub fn max_timestamp_ms(&self) -> i64 {
-        self.header.max_timestamp
-    }
+    batch_header_accessors!();
 
     /// The batch exactly as stored (header, CRC and every record; DESIGN.md §4), verified: what a
     /// replica appends with [`Log::append_batch`] (which gives it offsets of its own).
@@ -241,13 +208,7 @@ impl Log {
         max_bytes: usize,
         mut visit: impl FnMut(BatchRef<'_>) -> ControlFlow<()>,
     ) -> Result<u64> {
-        let epoch = self.shared.durability.truncations();
-        let start = self.start_offset();
-        let end = self.visible_end();
-        let next = self.next_offset();
-        if offset < start || offset > next {
-            return Err(Error::OffsetOutOfRange { requested: offset, start, next });
-        }
+        let (epoch, end) = self.read_bounds(offset)?;
         let mut read = InPlaceRead::new(&self.shared, offset, end, max_bytes, epoch);
         match read.run(&mut visit) {
             // Met again, and returned, by a read from the offset returned (after every batch
@@ -341,7 +302,8 @@ impl<'a> InPlaceRead<'a> {
                 Ok(Next::Done) => return Ok(()),
                 Err(error) => {
                     let Some(error) = self.log.judge_read_error(error) else { return Ok(()) };
-                    if !self.retry_after_refresh() {
+                    // A read-only log takes its view again, and the read resumes at the cursor.
+                    if !refresh_for_retry(self.log, &error, &mut self.refreshes, &mut self.upper) {
                         return Err(error);
                     }
                 }
@@ -420,21 +382,5 @@ impl<'a> InPlaceRead<'a> {
             Stop::Break(Halt::Failed(error)) => Err(error),
             Stop::Invalid(reason) => Err(segment.corrupt(end.at.position, reason)),
         }
-    }
-
-    /// As [`LogReader`](crate::LogReader)'s: a read-only log takes its view again after an error
-    /// a live writer may explain, and the read resumes at the cursor.
-    fn retry_after_refresh(&mut self) -> bool {
-        if !self.log.is_read_only() || self.refreshes >= READ_ONLY_REFRESHES {
-            return false;
-        }
-        self.refreshes += 1;
-        pause_before_refresh(self.refreshes);
-        if let Err(refresh) = self.log.refresh_read_only() {
-            tracing::debug!(%refresh, "re-reading the log's files failed");
-            return false;
-        }
-        self.upper = self.upper.min(self.log.offsets.visible());
-        true
     }
 }

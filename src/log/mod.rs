@@ -416,6 +416,14 @@ impl Log {
     /// # Ok(()) }
     /// ```
     pub fn read(&self, offset: u64, max_bytes: usize) -> Result<LogReader<'_>> {
+        let (epoch, end) = self.read_bounds(offset)?;
+        // At or past `end` the reader returns nothing: its cursor is already at its upper bound.
+        Ok(LogReader::new(&self.shared, offset, end, max_bytes as u64, epoch))
+    }
+
+    /// The truncation epoch and visible end a read from `offset` starts with (the epoch first: a
+    /// truncation after it is the reader's to catch up with); `offset` must be in `[start, next]`.
+    fn read_bounds(&self, offset: u64) -> Result<(u64, u64)> {
         let epoch = self.shared.durability.truncations();
         let start = self.start_offset();
         let end = self.visible_end();
@@ -423,8 +431,7 @@ impl Log {
         if offset < start || offset > next {
             return Err(Error::OffsetOutOfRange { requested: offset, start, next });
         }
-        // At or past `end` the reader returns nothing: its cursor is already at its upper bound.
-        Ok(LogReader::new(&self.shared, offset, end, max_bytes as u64, epoch))
+        Ok((epoch, end))
     }
 
     /// A [`Cursor`] at `offset` (in `[start_offset, next_offset]`, as for [`Log::read`]): a reader

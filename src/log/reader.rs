@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::format::{ATTR_CREATE_TIME, BATCH_HEADER_LEN};
+use crate::format::BATCH_HEADER_LEN;
 use crate::log::batch::{self, BatchHeader, Header, RawRecord, Span};
 use crate::log::segment::LogSegment;
 use crate::log::state::LogState;
@@ -103,41 +103,51 @@ pub struct BatchView {
     records: Vec<RecordView>,
 }
 
+/// The accessors of a batch's header fields, for the batch views of a read (`BatchView` here,
+/// `BatchRef` of the in-place read): each has a `header: BatchHeader` field.
+macro_rules! batch_header_accessors {
+    () => {
+        /// Offset of the batch's first record as written.
+        pub fn base_offset(&self) -> u64 {
+            self.header.base_offset
+        }
+
+        /// The last offset the batch covers (after compaction, possibly of a removed record).
+        pub fn last_offset(&self) -> u64 {
+            self.header.last_offset()
+        }
+
+        /// Records stored in the batch (a read that starts inside it returns fewer).
+        pub fn record_count(&self) -> u32 {
+            self.header.record_count
+        }
+
+        /// The batch's attributes (DESIGN.md §4: bit 3 create time, bit 4 written by the cleaner).
+        pub fn attributes(&self) -> u16 {
+            self.header.attributes
+        }
+
+        /// Whether the timestamps are the producer's (create time) rather than the log's append
+        /// time.
+        pub fn is_create_time(&self) -> bool {
+            self.header.attributes & $crate::format::ATTR_CREATE_TIME != 0
+        }
+
+        /// The batch's first timestamp (its base timestamp: the first record's as written).
+        pub fn first_timestamp_ms(&self) -> i64 {
+            self.header.base_timestamp
+        }
+
+        /// The largest record timestamp in the batch.
+        pub fn max_timestamp_ms(&self) -> i64 {
+            self.header.max_timestamp
+        }
+    };
+}
+pub(crate) use batch_header_accessors;
+
 impl BatchView {
-    /// Offset of the batch's first record as written.
-    pub fn base_offset(&self) -> u64 {
-        self.header.base_offset
-    }
-
-    /// The last offset the batch covers (after compaction, possibly of a removed record).
-    pub fn last_offset(&self) -> u64 {
-        self.header.last_offset()
-    }
-
-    /// Records stored in the batch.
-    pub fn record_count(&self) -> u32 {
-        self.header.record_count
-    }
-
-    /// The batch's attributes (DESIGN.md §4: bit 3 create time, bit 4 written by the cleaner).
-    pub fn attributes(&self) -> u16 {
-        self.header.attributes
-    }
-
-    /// Whether the timestamps are the producer's (create time) rather than the log's append time.
-    pub fn is_create_time(&self) -> bool {
-        self.header.attributes & ATTR_CREATE_TIME != 0
-    }
-
-    /// The batch's first timestamp (its base timestamp: the first record's as written).
-    pub fn first_timestamp_ms(&self) -> i64 {
-        self.header.base_timestamp
-    }
-
-    /// The largest record timestamp in the batch.
-    pub fn max_timestamp_ms(&self) -> i64 {
-        self.header.max_timestamp
-    }
+    batch_header_accessors!();
 
     /// Bytes the batch takes in its segment.
     pub fn encoded_len(&self) -> u64 {
@@ -504,20 +514,30 @@ impl LogReader<'_> {
     /// taken at open: the view is taken again and the read resumes at the same offset (a few
     /// times at most; damage fails every time). Returns whether to retry.
     fn retry_after_refresh(&mut self, error: &Error) -> bool {
-        if !self.log.is_read_only() || self.refreshes >= READ_ONLY_REFRESHES {
-            return false;
-        }
-        self.refreshes += 1;
-        pause_before_refresh(self.refreshes);
-        if let Err(refresh) = self.log.refresh_read_only() {
-            tracing::debug!(%error, %refresh, "re-reading the log's files failed");
+        if !refresh_for_retry(self.log, error, &mut self.refreshes, &mut self.upper) {
             return false;
         }
         self.resume = None;
         self.chunk_origin = None;
         self.records.clear();
         self.records_next = 0;
-        self.upper = self.upper.min(self.log.offsets.visible());
         true
     }
+}
+
+/// For a read of a read-only log that met `error`: takes the view of the files again (at most
+/// [`READ_ONLY_REFRESHES`] times per read, counted in `refreshes`) and lowers the read's `upper`
+/// to the new visible end. Returns whether the read should resume at its cursor.
+pub(crate) fn refresh_for_retry(log: &LogState, error: &Error, refreshes: &mut u32, upper: &mut u64) -> bool {
+    if !log.is_read_only() || *refreshes >= READ_ONLY_REFRESHES {
+        return false;
+    }
+    *refreshes += 1;
+    pause_before_refresh(*refreshes);
+    if let Err(refresh) = log.refresh_read_only() {
+        tracing::debug!(%error, %refresh, "re-reading the log's files failed");
+        return false;
+    }
+    *upper = (*upper).min(log.offsets.visible());
+    true
 }

@@ -292,7 +292,8 @@ impl MappedFile {
         Ok(position)
     }
 
-    /// Bytes written ahead of the published length ([`MappedFile::zero_ahead`]).
+    /// Bytes written ahead of the published length ([`MappedFile::zero_ahead`]); `u64::MAX`-ish
+    /// once nothing is left to zero (the capacity reached, a failure, the preallocation released).
     pub(crate) fn zeroed_ahead(&self) -> u64 {
         self.zeroed_to.load(Ordering::Relaxed).saturating_sub(self.len())
     }
@@ -314,6 +315,11 @@ impl MappedFile {
                 return Ok(0);
             }
             let from = self.zeroed_to.load(Ordering::Relaxed).max(self.len.load(Ordering::Relaxed));
+            if from >= *capacity {
+                // Nothing left to zero: say so, so no more zeroing is asked for this file.
+                self.zeroed_to.store(u64::MAX, Ordering::Relaxed);
+                return Ok(0);
+            }
             let until = end.min(*capacity).min(from.saturating_add(chunk));
             if from >= until {
                 return Ok(0);
@@ -321,7 +327,11 @@ impl MappedFile {
             let mut position = from;
             while position < until {
                 let n = (until - position).min(ZEROS.len() as u64);
-                file.write_all_at(&ZEROS[..n as usize], position).map_err(|e| self.io_error("pwrite", e))?;
+                if let Err(error) = file.write_all_at(&ZEROS[..n as usize], position) {
+                    // Zeroing is only for speed: a file it fails on is not zeroed again.
+                    self.zeroed_to.store(u64::MAX, Ordering::Relaxed);
+                    return Err(self.io_error("pwrite", error));
+                }
                 position += n;
             }
             self.zeroed_to.store(until, Ordering::Relaxed);

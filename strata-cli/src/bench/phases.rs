@@ -56,9 +56,9 @@ fn log_phases(
         let log_dir = dir.join(name);
         phase(append(&log_dir, options, size, records, progress))?;
         phase(raw_read(&log_dir, size, records, progress))?;
-        phase(read(&log_dir, options, size, ReadPath::Mmap, progress))?;
-        phase(read_in_place(&log_dir, options, size, progress))?;
-        phase(read(&log_dir, options, size, ReadPath::Pread, progress))?;
+        phase(read(&log_dir, options, size, Reads::Copied(ReadPath::Mmap), progress))?;
+        phase(read(&log_dir, options, size, Reads::InPlace, progress))?;
+        phase(read(&log_dir, options, size, Reads::Copied(ReadPath::Pread), progress))?;
     }
     // The fsync baseline right before the durable phases: the disk's fsync latency drifts.
     phase(raw_write_fdatasync(dir, options, large, progress))?;
@@ -167,18 +167,22 @@ fn append(
     Ok(result(&name, count, count * size as u64, elapsed, latencies))
 }
 
-/// Reads of everything appended, 1 MiB per call, every batch CRC-checked, through the mapping or
-/// with `pread` (`LogConfig::read_path`).
-fn read(
-    dir: &Path,
-    options: &BenchOptions,
-    size: usize,
-    read_path: ReadPath,
-    progress: Progress<'_>,
-) -> Result<BenchResult> {
-    let name = match read_path {
-        ReadPath::Mmap => format!("read_{}", size_name(size)),
-        ReadPath::Pread => format!("read_{}_pread", size_name(size)),
+/// How a read phase reads.
+#[derive(Debug, Clone, Copy)]
+enum Reads {
+    /// `Log::read` (owned records), through the mapping or with `pread` (`LogConfig::read_path`).
+    Copied(ReadPath),
+    /// `Log::read_batches` (in place, through the mapping).
+    InPlace,
+}
+
+/// Reads of everything appended, 1 MiB of batches per call, every batch CRC-checked, each
+/// record's value looked at.
+fn read(dir: &Path, options: &BenchOptions, size: usize, reads: Reads, progress: Progress<'_>) -> Result<BenchResult> {
+    let (name, read_path) = match reads {
+        Reads::Copied(ReadPath::Mmap) => (format!("read_{}", size_name(size)), ReadPath::Mmap),
+        Reads::Copied(ReadPath::Pread) => (format!("read_{}_pread", size_name(size)), ReadPath::Pread),
+        Reads::InPlace => (format!("read_{}_in_place", size_name(size)), ReadPath::Mmap),
     };
     let config = LogConfig {
         segment_bytes: SEGMENT_BYTES,
@@ -193,13 +197,24 @@ fn read(
     let started = Instant::now();
     while next < end {
         let t = Instant::now();
-        let mut reader = log.read(next, 1 << 20)?;
-        for record in reader.by_ref() {
-            bytes += record?.value().map_or(0, <[u8]>::len) as u64;
-            count += 1;
-        }
+        next = match reads {
+            Reads::Copied(_) => {
+                let mut reader = log.read(next, 1 << 20)?;
+                for record in reader.by_ref() {
+                    bytes += record?.value().map_or(0, <[u8]>::len) as u64;
+                    count += 1;
+                }
+                reader.next_offset()
+            }
+            Reads::InPlace => log.read_batches(next, 1 << 20, |batch| {
+                for record in batch.records() {
+                    bytes += record.value().map_or(0, <[u8]>::len) as u64;
+                    count += 1;
+                }
+                std::ops::ControlFlow::Continue(())
+            })?,
+        };
         latencies.push(t.elapsed());
-        next = reader.next_offset();
         progress(&name, next, end);
     }
     Ok(result(&name, count, bytes, started.elapsed(), latencies))
@@ -240,31 +255,6 @@ fn raw_read(dir: &Path, size: usize, records: u64, progress: Progress<'_>) -> Re
     std::hint::black_box(checksum);
     progress(&name, 1, 1);
     Ok(result(&name, records, bytes, elapsed, latencies))
-}
-
-/// Reads of everything appended in place ([`Log::read_batches`]), 1 MiB of batches per call,
-/// every batch CRC-checked, each record's value looked at.
-fn read_in_place(dir: &Path, options: &BenchOptions, size: usize, progress: Progress<'_>) -> Result<BenchResult> {
-    let name = format!("read_{}_in_place", size_name(size));
-    let config = LogConfig { segment_bytes: SEGMENT_BYTES, flush_policy: options.flush_policy, ..LogConfig::default() };
-    let log = Log::open(dir, config)?;
-    let end = log.next_offset();
-    let (mut next, mut count, mut bytes) = (log.start_offset(), 0u64, 0u64);
-    let mut latencies = Vec::new();
-    let started = Instant::now();
-    while next < end {
-        let t = Instant::now();
-        next = log.read_batches(next, 1 << 20, |batch| {
-            for record in batch.records() {
-                bytes += record.value().map_or(0, <[u8]>::len) as u64;
-                count += 1;
-            }
-            std::ops::ControlFlow::Continue(())
-        })?;
-        latencies.push(t.elapsed());
-        progress(&name, next, end);
-    }
-    Ok(result(&name, count, bytes, started.elapsed(), latencies))
 }
 
 /// `FlushPolicy::Always` appends from `threads` threads, `batch` records of `size` bytes per call,
