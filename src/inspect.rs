@@ -620,18 +620,26 @@ pub fn verify(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
     }
 }
 
-/// A segment's base offset, identity, and length (`None` for the last).
-type ListedSegment = (u64, Option<crate::storage::FileId>, Option<u64>);
+/// A segment's base offset, identity, and the lengths of its `.log`, `.index` and `.timeindex`
+/// (`None` for the last segment, and for a missing file).
+type ListedSegment = (u64, Option<crate::storage::FileId>, Option<[Option<u64>; 3]>);
 
 /// The segments of `dir` as a live writer changes them: every `.log` with its identity, and the
-/// length of all but the last (appends to the last are no change for a check).
+/// lengths of the files of all but the last (appends to the last are no change for a check). The
+/// indexes count: a seal trims the `.log` first and its indexes after, so a check may read an
+/// index being trimmed of a segment whose `.log` no longer changes.
 fn settled_listing(dir: &Path) -> Result<Vec<ListedSegment>> {
     let files = match crate::log::open::files::list_segments(dir) {
         Err(e) if vanished(&e) => return Ok(Vec::new()), // a file went between listing and stat
         files => files?,
     };
     let count = files.len();
-    Ok(files.iter().enumerate().map(|(i, f)| (f.base, f.id, (i + 1 < count).then_some(f.len))).collect())
+    let len_of = |path: &Path| crate::storage::stat(path).ok().map(|meta| meta.len());
+    let lengths = |base: u64, len: u64| {
+        let paths = crate::log::segment::SegmentPaths::new(dir, base);
+        [Some(len), len_of(&paths.index), len_of(&paths.time_index)]
+    };
+    Ok(files.iter().enumerate().map(|(i, f)| (f.base, f.id, (i + 1 < count).then(|| lengths(f.base, f.len)))).collect())
 }
 
 fn verify_once(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
@@ -1239,4 +1247,38 @@ fn note_leftovers(dir: &Path, report: &mut VerifyReport) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::log::Record;
+    use crate::log::segment::SegmentPaths;
+
+    /// A seal trims a segment's `.log` before its indexes: a check that read an index being
+    /// trimmed must see the listing change, or it reports the half-trimmed index as damage
+    /// (`verify_live_writer` flaked with "index is … not a whole number of 12-byte entries").
+    #[test]
+    fn an_index_trimmed_after_its_segment_changes_the_listing() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig { segment_bytes: 1024, ..LogConfig::default() };
+        let log = Log::open(dir.path(), config).unwrap();
+        for _ in 0..40 {
+            log.append(&[Record::new(&[7u8; 100])]).unwrap();
+        }
+        log.close().unwrap();
+        let before = settled_listing(dir.path()).unwrap();
+        assert!(before.len() > 2, "{before:?}");
+        for (i, len) in [(1usize, 1u64), (2, 2)] {
+            let paths = SegmentPaths::new(dir.path(), before[0].0);
+            let path = if i == 1 { &paths.index } else { &paths.time_index };
+            let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+            let was = file.metadata().unwrap().len();
+            file.set_len(was + len).unwrap();
+            assert_ne!(settled_listing(dir.path()).unwrap(), before, "a longer {}", path.display());
+            file.set_len(was).unwrap();
+            assert_eq!(settled_listing(dir.path()).unwrap(), before);
+        }
+    }
 }
