@@ -24,6 +24,9 @@ fn expected(cut: u64, new_end: u64) -> Vec<(u64, u64)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_inside_a_64_entry_append_is_exact_and_durable() {
+    // The failpoint test below holds reads of every test in this binary: none may run beside it.
+    #[cfg(feature = "failpoints")]
+    let _alone = fail::FailScenario::setup();
     let dir = tempfile::tempdir().unwrap();
     let mut store = open(dir.path()).await;
     store.blocking_append(normals(1, 0..64)).await.unwrap();
@@ -90,6 +93,9 @@ async fn a_truncation_retries_while_a_reader_keeps_the_segment_busy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_truncation_past_the_end_changes_nothing() {
+    // The failpoint test below holds reads of every test in this binary: none may run beside it.
+    #[cfg(feature = "failpoints")]
+    let _alone = fail::FailScenario::setup();
     // Regression: a cut past the end removed nothing but set the last log id from the (absent)
     // entry before the cut, so `get_log_state` reported an empty log that still held entries.
     let dir = tempfile::tempdir().unwrap();
