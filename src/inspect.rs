@@ -332,8 +332,14 @@ pub fn index_sanity(path: &Path) -> Result<Vec<IndexSanity>> {
             Err(_) => Some("no segment for this index (the next open deletes it)".to_owned()),
             Ok(meta) => {
                 let walked = walk_batches(&paths.log, base, meta.len(), false)?;
-                let last = crate::log::open::files::list_segments(&dir)?.last().is_some_and(|f| f.base == base);
-                verify_indexes(&paths.index, &paths.time_index, base, &walked, last, &mut report)?;
+                let files = crate::log::open::files::list_segments(&dir)?;
+                let last = files.last().is_some_and(|f| f.base == base);
+                let sealed = !last
+                    && files
+                        .iter()
+                        .find(|f| f.base == base)
+                        .is_some_and(|f| crate::log::open::recover::was_sealed(&dir, *f));
+                verify_indexes(&paths.index, &paths.time_index, base, &walked, (last, sealed), &mut report)?;
                 let path = dir.join(&name);
                 report
                     .findings
@@ -597,49 +603,97 @@ impl VerifyReport {
 /// A problem that follows from one already found (a gap after a damaged segment, the log ending
 /// before its recovery point because of it) is not reported twice.
 ///
-/// Beside a live writer, files change under the check: a segment sealed (trimmed), deleted by
-/// retention, rolled in. A check that found a problem, or a file gone, while the segments changed
-/// is done again (up to 20 times), so what it reports was there in one settled listing.
+/// Beside a live writer, files change under the check: a segment rolled, sealed (trimmed),
+/// deleted by retention, cut by a truncation, swapped by compaction. A check that found a problem,
+/// or a file gone or shorter than listed, while the log changed is done again (up to 20 times), so
+/// what it reports was there in one settled listing; if the log never held still that long, the
+/// answer is `Error::Unsettled` (nothing is known to be wrong: check again, or with the writer
+/// stopped). A log no writer holds cannot change: its first check is the answer.
 pub fn verify(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
     const ATTEMPTS: u32 = 20;
-    let mut attempt = 1;
-    loop {
-        let before = settled_listing(dir)?;
+    for attempt in 1..=ATTEMPTS {
+        let before = Listing::of(dir)?;
         let result = verify_once(dir, config);
-        let settled = settled_listing(dir)? == before;
-        let again = match &result {
-            Ok(report) => !settled && !report.is_clean(),
-            Err(e) => (vanished(e) && dir.is_dir()) || (!settled && matches!(e, Error::Corrupt { .. })),
+        let doubtful = match &result {
+            Ok(report) => !report.is_clean(),
+            Err(e) => matches!(e, Error::Corrupt { .. }) || vanished(e),
         };
-        if !again || attempt == ATTEMPTS {
+        if !doubtful {
+            return result;
+        }
+        // A file gone while the directory stays: the log changed, whoever changed it. A file
+        // shorter than listed: a writer cut it (a seal's trim, a truncation).
+        let gone = matches!(&result, Err(e) if vanished(e)) && dir.is_dir();
+        let short = matches!(&result, Err(Error::Corrupt { reason: Corruption::ShortFile { .. }, .. }));
+        let live = held_by_a_writer(dir) != Some(false);
+        if !gone && (!live || (!short && Listing::of(dir)?.settled_since(&before))) {
             return result;
         }
         tracing::debug!(attempt, "the log changed during the check; checking again");
-        attempt += 1;
         std::thread::sleep(std::time::Duration::from_millis(5 * u64::from(attempt)));
     }
+    Err(Error::Unsettled { attempts: ATTEMPTS as usize })
 }
 
 /// A segment's base offset, identity, and the lengths of its `.log`, `.index` and `.timeindex`
 /// (`None` for the last segment, and for a missing file).
 type ListedSegment = (u64, Option<crate::storage::FileId>, Option<[Option<u64>; 3]>);
 
-/// The segments of `dir` as a live writer changes them: every `.log` with its identity, and the
-/// lengths of the files of all but the last (appends to the last are no change for a check). The
-/// indexes count: a seal trims the `.log` first and its indexes after, so a check may read an
-/// index being trimmed of a segment whose `.log` no longer changes.
-fn settled_listing(dir: &Path) -> Result<Vec<ListedSegment>> {
-    let files = match crate::log::open::files::list_segments(dir) {
-        Err(e) if vanished(&e) => return Ok(Vec::new()), // a file went between listing and stat
-        files => files?,
-    };
-    let count = files.len();
-    let len_of = |path: &Path| crate::storage::stat(path).ok().map(|meta| meta.len());
-    let lengths = |base: u64, len: u64| {
-        let paths = crate::log::segment::SegmentPaths::new(dir, base);
-        [Some(len), len_of(&paths.index), len_of(&paths.time_index)]
-    };
-    Ok(files.iter().enumerate().map(|(i, f)| (f.base, f.id, (i + 1 < count).then(|| lengths(f.base, f.len)))).collect())
+/// What a live writer changes under a check, as listed at one moment.
+#[derive(Debug, PartialEq, Eq)]
+struct Listing {
+    /// Every `.log` with its identity, and the lengths of the files of all but the last. The
+    /// indexes count: a seal trims the `.log` first and its indexes after, so a check may read an
+    /// index being trimmed of a segment whose `.log` no longer changes.
+    segments: Vec<ListedSegment>,
+    /// The last segment's length: appends grow it (no change for a check), a truncation cuts it.
+    last_len: Option<u64>,
+    /// Appends move it up; a truncation lowers it before it cuts anything.
+    recovery_point: Option<u64>,
+    /// A `.swap` file is there: compaction is moving segments, which leaves a moment with
+    /// neither the originals nor their replacements under their names (DESIGN.md §10).
+    moving: bool,
+}
+
+impl Listing {
+    fn of(dir: &Path) -> Result<Listing> {
+        let names = crate::log::open::files::dir_names(dir)?;
+        let files = match crate::log::open::files::segment_files(dir, &names) {
+            Err(e) if vanished(&e) => {
+                return Ok(Listing { segments: Vec::new(), last_len: None, recovery_point: None, moving: true });
+            }
+            files => files?,
+        };
+        let count = files.len();
+        let len_of = |path: &Path| crate::storage::stat(path).ok().map(|meta| meta.len());
+        let lengths = |base: u64, len: u64| {
+            let paths = crate::log::segment::SegmentPaths::new(dir, base);
+            [Some(len), len_of(&paths.index), len_of(&paths.time_index)]
+        };
+        let segments = files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.base, f.id, (i + 1 < count).then(|| lengths(f.base, f.len))))
+            .collect();
+        // An unreadable checkpoint (a slot being written) says nothing: `None` is below any value.
+        let recovery_point =
+            Checkpoint::read(dir).ok().flatten().and_then(Result::ok).map(|c| c.checkpoint.recovery_point);
+        Ok(Listing {
+            segments,
+            last_len: files.last().map(|f| f.len),
+            recovery_point,
+            moving: names.iter().any(|n| n.ends_with(SWAP_SUFFIX)),
+        })
+    }
+
+    /// Whether nothing a check depends on changed from `before` to `self`.
+    fn settled_since(&self, before: &Listing) -> bool {
+        self.segments == before.segments
+            && self.last_len >= before.last_len
+            && self.recovery_point >= before.recovery_point
+            && !self.moving
+            && !before.moving
+    }
 }
 
 fn verify_once(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
@@ -678,7 +732,14 @@ fn verify_once(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
             report.findings.push(finding);
             continue;
         }
-        if file.base != expected && !damaged {
+        if file.base != expected && !damaged && file.base <= report.start_offset {
+            // Nothing the log holds is missing: the segments before lie wholly below its start.
+            let note = format!(
+                "segments before this one end at {expected}, below the log start offset {}: left by an interrupted deletion, which the next deletion finishes",
+                report.start_offset
+            );
+            report.findings.push(Finding::note(&path.log, note));
+        } else if file.base != expected && !damaged {
             let problem = Corruption::SegmentGap { expected, found: file.base }.to_string();
             let mut finding = Finding::error(&path.log, 0, problem);
             finding.data = report.recovery_point.is_none_or(|rp| expected < rp);
@@ -699,7 +760,7 @@ fn verify_once(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
         report.bytes += walked.valid_len;
         let sealed = !last && crate::log::open::recover::was_sealed(dir, *file);
         damaged |= judge_end(&path.log, &walked, file.len, (last, sealed), report.recovery_point, &mut report);
-        verify_indexes(&path.index, &path.time_index, file.base, &walked, last, &mut report)?;
+        verify_indexes(&path.index, &path.time_index, file.base, &walked, (last, sealed), &mut report)?;
         expected = walked.next_offset;
     }
     report.next_offset = expected;
@@ -1153,13 +1214,14 @@ fn judge_end(
 }
 
 /// Index checks: structure, every offset entry at a batch with that base, time entries inside the
-/// segment, and the final time entry of a sealed segment (KAFKA-10207).
+/// segment, and the final time entry of a sealed segment (KAFKA-10207). A segment rolled away from
+/// is not sealed until the syncer gets to it: its time index may lack the final entry still.
 fn verify_indexes(
     index: &Path,
     time_index: &Path,
     base: u64,
     walked: &Walked,
-    last: bool,
+    (last, sealed): (bool, bool),
     report: &mut VerifyReport,
 ) -> Result<()> {
     let starts: Vec<(u64, u64)> =
@@ -1203,7 +1265,7 @@ fn verify_indexes(
         finding(time_index, (i * TimeEntry::LEN) as u64, reason.to_string());
     }
     let max = walked.batches.iter().filter(|b| b.status == "ok").map(|b| b.max_timestamp).max().unwrap_or(0);
-    if !last && max > 0 && walked.damage.is_none() && times.last().is_none_or(|e| e.timestamp_ms != max) {
+    if sealed && max > 0 && walked.damage.is_none() && times.last().is_none_or(|e| e.timestamp_ms != max) {
         finding(time_index, 0, Corruption::MissingFinalTimeEntry { max_timestamp: max }.to_string());
     }
     Ok(())
@@ -1268,17 +1330,111 @@ mod tests {
             log.append(&[Record::new(&[7u8; 100])]).unwrap();
         }
         log.close().unwrap();
-        let before = settled_listing(dir.path()).unwrap();
-        assert!(before.len() > 2, "{before:?}");
+        let before = Listing::of(dir.path()).unwrap();
+        assert!(before.segments.len() > 2, "{before:?}");
         for (i, len) in [(1usize, 1u64), (2, 2)] {
-            let paths = SegmentPaths::new(dir.path(), before[0].0);
+            let paths = SegmentPaths::new(dir.path(), before.segments[0].0);
             let path = if i == 1 { &paths.index } else { &paths.time_index };
             let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
             let was = file.metadata().unwrap().len();
             file.set_len(was + len).unwrap();
-            assert_ne!(settled_listing(dir.path()).unwrap(), before, "a longer {}", path.display());
+            assert!(!Listing::of(dir.path()).unwrap().settled_since(&before), "a longer {}", path.display());
             file.set_len(was).unwrap();
-            assert_eq!(settled_listing(dir.path()).unwrap(), before);
+            assert!(Listing::of(dir.path()).unwrap().settled_since(&before));
         }
+    }
+
+    fn closed_log(config: &LogConfig, records: u64) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), config.clone()).unwrap();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+        for i in 0..records {
+            // Rising, so a segment's final time entry is its last record's.
+            log.append(&[Record::new(&[7u8; 100]).with_timestamp(now + i as i64)]).unwrap();
+        }
+        log.close().unwrap();
+        dir
+    }
+
+    fn set_len(path: &Path, len: u64) {
+        std::fs::OpenOptions::new().write(true).open(path).unwrap().set_len(len).unwrap();
+    }
+
+    /// What a live writer does that a check must see as a change, and what it must not.
+    #[test]
+    fn a_cut_a_lowered_recovery_point_or_a_swap_unsettles_the_listing() {
+        let dir = closed_log(&LogConfig { segment_bytes: 1024, ..LogConfig::default() }, 40);
+        let path = dir.path();
+        let before = Listing::of(path).unwrap();
+        let last = SegmentPaths::new(path, before.segments.last().unwrap().0).log;
+        let len = std::fs::metadata(&last).unwrap().len();
+        set_len(&last, len + 100);
+        assert!(Listing::of(path).unwrap().settled_since(&before), "appends are no change");
+        set_len(&last, len - 1);
+        assert!(!Listing::of(path).unwrap().settled_since(&before), "a truncation is");
+        set_len(&last, len);
+        let stored = Checkpoint::read(path).unwrap().unwrap().unwrap().checkpoint;
+        Checkpoint { recovery_point: stored.recovery_point - 1, ..stored }.write(path).unwrap();
+        assert!(!Listing::of(path).unwrap().settled_since(&before), "a lowered recovery point is");
+        stored.write(path).unwrap();
+        assert!(Listing::of(path).unwrap().settled_since(&before));
+        let swap = path.join(format!("{}{SWAP_SUFFIX}", crate::format::file_name(before.segments[0].0, LOG_SUFFIX)));
+        std::fs::write(&swap, b"").unwrap();
+        assert!(!Listing::of(path).unwrap().settled_since(&before), "a swap in progress is");
+    }
+
+    /// A segment rolled away from and not yet sealed (its indexes still preallocated) lacks the
+    /// final time entry: no error, live or after a crash. A sealed segment lacking it is damage.
+    #[test]
+    fn only_a_sealed_segment_must_end_its_time_index_with_the_final_entry() {
+        let config =
+            LogConfig { segment_bytes: 1024, index_interval_bytes: u64::from(u32::MAX), ..LogConfig::default() };
+        let dir = closed_log(&config, 40);
+        let path = dir.path();
+        assert!(verify(path, &config).unwrap().is_clean());
+        let paths = SegmentPaths::new(path, Listing::of(path).unwrap().segments[0].0);
+        let times = std::fs::metadata(&paths.time_index).unwrap().len();
+        assert!(times >= TimeEntry::LEN as u64);
+        set_len(&paths.time_index, times - TimeEntry::LEN as u64);
+        let report = verify(path, &config).unwrap();
+        assert!(report.errors().any(|f| f.problem.contains("final")), "{report:#?}");
+        // Preallocated, as a rolled segment's indexes are until its seal trims them.
+        for index in [&paths.index, &paths.time_index] {
+            let len = std::fs::metadata(index).unwrap().len();
+            set_len(index, len + 10 * 12);
+        }
+        let report = verify(path, &config).unwrap();
+        assert!(report.errors().next().is_none(), "{report:#?}");
+    }
+
+    /// A deletion renames the segments it removes; a crash part-way used to leave a hole below the
+    /// start offset (the newest renamed first). Nothing of the log is missing: a note, not damage.
+    #[test]
+    fn a_hole_below_the_start_offset_is_no_damage() {
+        let config = LogConfig { segment_bytes: 1024, ..LogConfig::default() };
+        let dir = closed_log(&config, 40);
+        let path = dir.path();
+        let bases: Vec<u64> = Listing::of(path).unwrap().segments.iter().map(|s| s.0).collect();
+        assert!(bases.len() > 4, "{bases:?}");
+        let first = SegmentPaths::new(path, bases[0]);
+        let kept: Vec<(PathBuf, Vec<u8>)> = [first.log, first.index, first.time_index]
+            .into_iter()
+            .map(|p| {
+                let bytes = std::fs::read(&p).unwrap();
+                (p, bytes)
+            })
+            .collect();
+        let log = Log::open(path, config.clone()).unwrap();
+        log.delete_records_before(bases[3]).unwrap();
+        log.close().unwrap();
+        for (p, bytes) in &kept {
+            std::fs::write(p, bytes).unwrap();
+        }
+        let report = verify(path, &config).unwrap();
+        assert!(report.is_clean(), "{report:#?}");
+        assert!(report.notes().any(|f| f.problem.contains("interrupted deletion")), "{report:#?}");
+        assert_eq!(report.start_offset, bases[3]);
+        let log = Log::open(path, config).unwrap();
+        assert_eq!(log.start_offset(), bases[3]);
     }
 }

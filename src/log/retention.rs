@@ -86,9 +86,11 @@ impl LogState {
         Ok((start, deleted))
     }
 
-    /// Takes whole segments out of the log (DESIGN.md §9): renames their files `.deleted`, newest
-    /// first so a crash part-way leaves a prefix of the log, fsyncs the directory, removes them from
-    /// the map and schedules the unlink. Their bytes never change, so readers in them finish.
+    /// Takes whole segments out of the log (DESIGN.md §9): renames their files `.deleted`, from the
+    /// end the log keeps (newest first for a suffix, oldest first for a prefix) so what is left
+    /// under segment names never has a hole, whether a crash stops the renames or a read-only
+    /// check lists them meanwhile; fsyncs the directory, removes them from the map and schedules
+    /// the unlink. Their bytes never change, so readers in them finish.
     pub(crate) fn remove_whole(&self, structure: &StructureGuard<'_>, mut doomed: Vec<Arc<LogSegment>>) -> Result<()> {
         if doomed.is_empty() {
             return Ok(());
@@ -97,7 +99,11 @@ impl LogState {
         // entries into files being renamed away and retired, and its failure would poison the log
         // (seen as a prefix deletion racing a reset). One running finishes first.
         let _sealing = self.segments.lock_sealing();
-        doomed.sort_by_key(|s| std::cmp::Reverse(s.base_offset()));
+        doomed.sort_by_key(|s| s.base_offset());
+        let prefix = self.segments.all().first().map(|s| s.base_offset()) == doomed.first().map(|s| s.base_offset());
+        if !prefix {
+            doomed.reverse();
+        }
         let mut renamed = Vec::with_capacity(doomed.len());
         for segment in &doomed {
             renamed.push(segment.rename_deleted()?);
