@@ -650,8 +650,9 @@ struct Listing {
     last_len: Option<u64>,
     /// Appends move it up; a truncation lowers it before it cuts anything.
     recovery_point: Option<u64>,
-    /// A `.swap` file is there: compaction is moving segments, which leaves a moment with
-    /// neither the originals nor their replacements under their names (DESIGN.md §10).
+    /// A `.swap` file is there (compaction is swapping segments, which leaves a moment with
+    /// neither the originals nor their replacements under their names, DESIGN.md §10), or a file
+    /// went while the directory was listed: either way, not a listing to trust.
     moving: bool,
 }
 
