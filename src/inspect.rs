@@ -604,35 +604,55 @@ impl VerifyReport {
 /// before its recovery point because of it) is not reported twice.
 ///
 /// Beside a live writer, files change under the check: a segment rolled, sealed (trimmed),
-/// deleted by retention, cut by a truncation, swapped by compaction. A check that found a problem,
-/// or a file gone or shorter than listed, while the log changed is done again (up to 20 times), so
-/// what it reports was there in one settled listing; if the log never held still that long, the
-/// answer is `Error::Unsettled` (nothing is known to be wrong: check again, or with the writer
-/// stopped). A log no writer holds cannot change: its first check is the answer.
+/// deleted by retention, cut by a truncation, swapped by compaction. A problem found there counts
+/// only once a second check finds the same one with the log settled around it (the segments,
+/// the last one no shorter, the recovery point no lower than the check used), or a third finds
+/// it whatever the writer did meanwhile; otherwise the check is done again, up to 20 times, then
+/// the answer is `Error::Unsettled` (nothing is known to be wrong: check again, or with the
+/// writer stopped). A log no writer holds cannot change: its first check is the answer.
 pub fn verify(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
     const ATTEMPTS: u32 = 20;
+    let mut previous: Option<String> = None;
+    let mut seen = 0;
     for attempt in 1..=ATTEMPTS {
         let before = Listing::of(dir)?;
         let result = verify_once(dir, config);
-        let doubtful = match &result {
-            Ok(report) => !report.is_clean(),
-            Err(e) => matches!(e, Error::Corrupt { .. }) || vanished(e),
+        let Some(problems) = problems_of(&result) else { return result };
+        if held_by_a_writer(dir) == Some(false) {
+            return result;
+        }
+        seen = if previous.as_ref() == Some(&problems) { seen + 1 } else { 1 };
+        // A file gone or shorter than listed: a writer changed it under the check.
+        let changed_under = match &result {
+            Err(e) => vanished(e) || matches!(e, Error::Corrupt { reason: Corruption::ShortFile { .. }, .. }),
+            Ok(_) => false,
         };
-        if !doubtful {
+        let used = result.as_ref().ok().and_then(|report| report.recovery_point);
+        let settled = !changed_under && {
+            let after = Listing::of(dir)?;
+            after.settled_since(&before) && after.recovery_point >= used
+        };
+        if (settled && seen >= 2) || seen >= 3 {
             return result;
         }
-        // A file gone while the directory stays: the log changed, whoever changed it. A file
-        // shorter than listed: a writer cut it (a seal's trim, a truncation).
-        let gone = matches!(&result, Err(e) if vanished(e)) && dir.is_dir();
-        let short = matches!(&result, Err(Error::Corrupt { reason: Corruption::ShortFile { .. }, .. }));
-        let live = held_by_a_writer(dir) != Some(false);
-        if !gone && (!live || (!short && Listing::of(dir)?.settled_since(&before))) {
-            return result;
-        }
+        previous = Some(problems);
         tracing::debug!(attempt, "the log changed during the check; checking again");
         std::thread::sleep(std::time::Duration::from_millis(5 * u64::from(attempt)));
     }
     Err(Error::Unsettled { attempts: ATTEMPTS as usize })
+}
+
+/// What a check found wrong, to tell whether the next finds the same: `None` if nothing (a clean
+/// report, or an error that is no finding, such as a permission denied).
+fn problems_of(result: &Result<VerifyReport>) -> Option<String> {
+    match result {
+        Ok(report) if report.is_clean() => None,
+        Ok(report) => {
+            Some(report.errors().map(|f| format!("{}@{}: {}\n", f.file.display(), f.position, f.problem)).collect())
+        }
+        Err(e) if matches!(e, Error::Corrupt { .. }) || vanished(e) => Some(e.to_string()),
+        Err(_) => None,
+    }
 }
 
 /// A segment's base offset, identity, and the lengths of its `.log`, `.index` and `.timeindex`
@@ -1015,7 +1035,9 @@ pub fn projection(report: &VerifyReport) -> Option<Projection> {
 }
 
 /// Whether a process holds the lock of the log in `dir` (a live writer), read from `/proc/locks`
-/// without taking the lock; `None` if that cannot be known.
+/// without taking the lock; `None` if that cannot be known. Matched on the inode number alone:
+/// on overlayfs and btrfs subvolumes the device `/proc/locks` prints is not the one `stat` gives,
+/// and a wrong "held" needs another locked file with the same inode number.
 pub fn held_by_a_writer(dir: &Path) -> Option<bool> {
     let meta = match std::fs::metadata(dir.join(LOCK_FILE)) {
         Ok(meta) => meta,
@@ -1024,10 +1046,11 @@ pub fn held_by_a_writer(dir: &Path) -> Option<bool> {
         Err(_) => return None,
     };
     use std::os::unix::fs::MetadataExt;
-    let id = format!("{:02x}:{:02x}:{}", rustix::fs::major(meta.dev()), rustix::fs::minor(meta.dev()), meta.ino());
+    let inode = meta.ino().to_string();
     let locks = std::fs::read_to_string("/proc/locks").ok()?;
     // `1: FLOCK  ADVISORY  WRITE 21437 fe:00:10019332 0 EOF`; `->` lines are waiters.
-    Some(locks.lines().filter(|l| !l.contains("->")).any(|l| l.split_whitespace().nth(5) == Some(id.as_str())))
+    let held = |l: &str| l.split_whitespace().nth(5).and_then(|id| id.rsplit(':').next()) == Some(inode.as_str());
+    Some(locks.lines().filter(|l| !l.contains("->")).any(held))
 }
 
 /// `strata recover`: checks the log read-only, then (unless `dry_run`) opens it offline with a
@@ -1437,5 +1460,17 @@ mod tests {
         assert_eq!(report.start_offset, bases[3]);
         let log = Log::open(path, config).unwrap();
         assert_eq!(log.start_offset(), bases[3]);
+    }
+
+    /// A problem that stays on a log no writer holds is the answer, at once: a file that cannot be
+    /// read is no log changing under the check (`Unsettled` was returned here after 20 tries).
+    #[test]
+    fn a_file_gone_for_good_from_a_closed_log_is_reported_not_retried() {
+        let config = LogConfig { segment_bytes: 1024, ..LogConfig::default() };
+        let dir = closed_log(&config, 40);
+        let dangling = dir.path().join(crate::format::file_name(1 << 40, LOG_SUFFIX));
+        std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).unwrap();
+        let result = verify(dir.path(), &config);
+        assert!(result.as_ref().is_err_and(|e| vanished(e)), "{result:?}");
     }
 }

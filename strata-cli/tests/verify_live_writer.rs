@@ -47,6 +47,9 @@ fn verify_beside(config: LogConfig, write: impl Fn(&Log, u64) + Send + 'static) 
     }
     stop.store(true, Ordering::Relaxed);
     assert!(writer.join().unwrap() > 0);
+    // Held and still: the first check is the answer, clean.
+    let report = strata_log::internals::inspect::verify(dir.path(), &config).unwrap();
+    assert!(report.is_clean(), "{report:#?}");
     eprintln!("{reports} of {rounds} checks settled");
     reports
 }
