@@ -1471,6 +1471,6 @@ mod tests {
         let dangling = dir.path().join(crate::format::file_name(1 << 40, LOG_SUFFIX));
         std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).unwrap();
         let result = verify(dir.path(), &config);
-        assert!(result.as_ref().is_err_and(|e| vanished(e)), "{result:?}");
+        assert!(result.as_ref().is_err_and(vanished), "{result:?}");
     }
 }
