@@ -227,6 +227,12 @@ fn validate_records(
     let header = BatchHeader::decode_from(bytes).ok_or(Corruption::ShortHeader { available })?;
     header.check(available, expected)?;
     let batch = &bytes[..header.size() as usize];
+    // The records are decoded before the CRC is computed, though a CRC mismatch is the error
+    // reported when both are wrong: the decoder's scattered loads bring the batch from memory into
+    // the cache while it works (the hardware prefetcher keeps ahead of it), and the CRC then reads
+    // cached bytes; the other order makes the CRC wait on memory. Decoding unverified bytes is
+    // safe (every read is bounds-checked) and nothing decoded is used unless both pass.
+    let records = check_records(batch, &header, records);
     let computed = crc32fast::hash(&batch[ATTRIBUTES_POS..]);
     if computed != header.crc {
         return Err(Corruption::CrcMismatch { stored: header.crc, computed });
@@ -234,8 +240,7 @@ fn validate_records(
     if header.attributes & !ATTR_KNOWN != 0 || header.attributes & ATTR_COMPRESSION_MASK != 0 {
         return Err(Corruption::BadAttributes(header.attributes));
     }
-    let timestamps = check_records(batch, &header, records)?;
-    Ok(BatchSummary { header, timestamps })
+    Ok(BatchSummary { header, timestamps: records? })
 }
 
 /// Decodes every record of a CRC-checked batch and checks the offset-delta rules.
@@ -252,9 +257,15 @@ fn check_records(
             return Err(Corruption::BadOffsetDeltas("last_offset_delta is not record_count - 1"));
         }
     }
+    let cleaner = header.is_cleaner();
+    if let Some(out) = out.as_deref_mut() {
+        // A record takes at least 7 bytes: the count cannot make this reserve more than the batch.
+        out.reserve((header.record_count as usize).min(batch.len() / 7));
+    }
     let mut position = BATCH_HEADER_LEN;
-    let mut previous_delta: Option<u32> = None;
-    let mut timestamps: Option<(i64, i64)> = None;
+    // A producer batch's deltas are 0, 1, 2, ...; a cleaner batch's only rise (from any start).
+    let mut previous_delta = -1i64;
+    let (mut min_ts, mut max_ts) = (i64::MAX, i64::MIN);
     for index in 0..header.record_count {
         let (record, end) = match decode_record(batch, position, header.base_timestamp) {
             Ok(decoded) => decoded,
@@ -263,17 +274,13 @@ fn check_records(
         };
         position = end;
         let delta = record.offset_delta;
-        let in_order = match previous_delta {
-            None => header.is_cleaner() || delta == 0,
-            Some(p) if header.is_cleaner() => delta > p,
-            Some(p) => delta == p + 1,
-        };
+        let in_order = if cleaner { i64::from(delta) > previous_delta } else { delta == index };
         if !in_order || delta > header.last_offset_delta {
             return Err(Corruption::BadOffsetDeltas("offset deltas out of order"));
         }
-        previous_delta = Some(delta);
-        let ts = record.timestamp_ms;
-        timestamps = Some(timestamps.map_or((ts, ts), |(lo, hi)| (lo.min(ts), hi.max(ts))));
+        previous_delta = i64::from(delta);
+        min_ts = min_ts.min(record.timestamp_ms);
+        max_ts = max_ts.max(record.timestamp_ms);
         if let Some(out) = out.as_deref_mut() {
             out.push(record);
         }
@@ -281,7 +288,7 @@ fn check_records(
     if position != batch.len() {
         return Err(Corruption::BadRecord { index: header.record_count, what: "bytes after the last record" });
     }
-    Ok(timestamps)
+    Ok((header.record_count > 0).then_some((min_ts, max_ts)))
 }
 
 /// A byte range inside a batch or chunk (batches are at most 64 MiB, so u32 suffices), or null.
@@ -379,26 +386,29 @@ impl<'a> RecordIter<'a> {
 #[inline(always)]
 fn decode_record(batch: &[u8], position: usize, base_timestamp: i64) -> Result<(RawRecord, usize), &'static str> {
     let mut p = position;
-    let length = read_varint(batch, &mut p, batch.len())?;
+    let length = read_varint(batch, &mut p)?;
     if length < 0 {
         return Err(if length == NULL_LENGTH { "null record length" } else { "negative length" });
     }
     let start = p;
     let end = start.checked_add(length as usize).filter(|&e| e <= batch.len()).ok_or("record past the batch")?;
-    if start >= end || batch[start] != RECORD_ATTRIBUTES {
+    // The record's fields are read from a slice that ends where it ends, so each bound checked
+    // below is also the bound of the slice (the compiler drops the second check).
+    let record = &batch[..end];
+    if start >= end || record[start] != RECORD_ATTRIBUTES {
         return Err("record attributes are not 0");
     }
     p = start + 1;
-    let timestamp_ms = base_timestamp.checked_add(read_varint(batch, &mut p, end)?).ok_or("timestamp overflows")?;
-    let offset_delta = u32::try_from(read_varint(batch, &mut p, end)?).map_err(|_| "offset delta out of range")?;
-    let key = read_span(batch, &mut p, end)?;
-    let value = read_span(batch, &mut p, end)?;
-    let header_count = u32::try_from(read_varint(batch, &mut p, end)?).map_err(|_| "negative header count")?;
+    let timestamp_ms = base_timestamp.checked_add(read_varint(record, &mut p)?).ok_or("timestamp overflows")?;
+    let offset_delta = u32::try_from(read_varint(record, &mut p)?).map_err(|_| "offset delta out of range")?;
+    let key = read_span(record, &mut p)?;
+    let value = read_span(record, &mut p)?;
+    let header_count = u32::try_from(read_varint(record, &mut p)?).map_err(|_| "negative header count")?;
     let headers_start = p;
     for _ in 0..header_count {
-        let key = read_span(batch, &mut p, end)?.get(batch).ok_or("null header key")?;
+        let key = read_span(record, &mut p)?.get(record).ok_or("null header key")?;
         std::str::from_utf8(key).map_err(|_| "header key is not UTF-8")?;
-        read_span(batch, &mut p, end)?;
+        read_span(record, &mut p)?;
     }
     if p != end {
         return Err("record length disagrees with its fields");
@@ -407,10 +417,11 @@ fn decode_record(batch: &[u8], position: usize, base_timestamp: i64) -> Result<(
     Ok((RawRecord { timestamp_ms, offset_delta, header_count, key, value, headers }, end))
 }
 
-/// The zig-zag varint at `*position` of `bytes[..end]`, moving past it.
+/// The zig-zag varint at `*position` of `bytes`, moving past it.
 #[inline(always)]
-fn read_varint(bytes: &[u8], position: &mut usize, end: usize) -> Result<i64, &'static str> {
+fn read_varint(bytes: &[u8], position: &mut usize) -> Result<i64, &'static str> {
     let p = *position;
+    let end = bytes.len();
     if p < end {
         let b0 = bytes[p];
         if b0 < 0x80 {
@@ -422,22 +433,23 @@ fn read_varint(bytes: &[u8], position: &mut usize, end: usize) -> Result<i64, &'
             return Ok(varint::unzigzag(u64::from(b0 & 0x7f) | u64::from(bytes[p + 1]) << 7));
         }
     }
-    read_varint_slow(bytes, position, end)
+    read_varint_slow(bytes, position)
 }
 
 #[cold]
 #[inline(never)]
-fn read_varint_slow(bytes: &[u8], position: &mut usize, end: usize) -> Result<i64, &'static str> {
-    let rest = bytes.get(*position..end).unwrap_or_default();
+fn read_varint_slow(bytes: &[u8], position: &mut usize) -> Result<i64, &'static str> {
+    let rest = bytes.get(*position..).unwrap_or_default();
     let (value, len) = varint::decode_from(rest).ok_or("bad varint")?;
     *position += len;
     Ok(value)
 }
 
-/// The length-prefixed byte string (or null) at `*position` of `bytes[..end]`, moving past it.
+/// The length-prefixed byte string (or null) at `*position` of `bytes`, moving past it.
 #[inline(always)]
-fn read_span(bytes: &[u8], position: &mut usize, end: usize) -> Result<Span, &'static str> {
-    let len = read_varint(bytes, position, end)?;
+fn read_span(bytes: &[u8], position: &mut usize) -> Result<Span, &'static str> {
+    let end = bytes.len();
+    let len = read_varint(bytes, position)?;
     if len < 0 {
         return if len == NULL_LENGTH { Ok(Span::NULL) } else { Err("negative length") };
     }
@@ -738,8 +750,8 @@ fn encode_bytes(bytes: Option<&[u8]>, out: &mut Vec<u8>) {
 pub(crate) fn decode_headers(bytes: &[u8], count: u32) -> impl Iterator<Item = Header<'_>> {
     let mut position = 0;
     (0..count).map_while(move |_| {
-        let key = read_span(bytes, &mut position, bytes.len()).ok()?.get(bytes)?;
-        let value = read_span(bytes, &mut position, bytes.len()).ok()?.get(bytes);
+        let key = read_span(bytes, &mut position).ok()?.get(bytes)?;
+        let value = read_span(bytes, &mut position).ok()?.get(bytes);
         Some(Header { key: std::str::from_utf8(key).ok()?, value })
     })
 }
@@ -871,6 +883,69 @@ mod tests {
         let crc = crc32fast::hash(&bytes[ATTRIBUTES_POS..]);
         BigEndian::write_u32(&mut bytes[CRC_POS..], crc);
         assert!(matches!(validate(&bytes, Some(0)), Err(Corruption::BadRecord { .. })));
+    }
+
+    /// Re-computes the CRC of a batch changed by a test, as a writer of such a batch would.
+    fn fix_crc(bytes: &mut [u8]) {
+        let crc = crc32fast::hash(&bytes[ATTRIBUTES_POS..]);
+        BigEndian::write_u32(&mut bytes[CRC_POS..], crc);
+    }
+
+    #[test]
+    fn a_crc_mismatch_is_reported_before_what_the_records_say() {
+        // The records are decoded before the CRC is computed (for speed); the error must not change.
+        let mut bytes = encode(0, &[Record::new(b"abc"), Record::new(b"def")], &[10, 10]);
+        let attributes_of_first_record = BATCH_HEADER_LEN + 1;
+        bytes[attributes_of_first_record] = 1;
+        assert!(matches!(validate(&bytes, Some(0)), Err(Corruption::CrcMismatch { .. })));
+        fix_crc(&mut bytes);
+        assert_eq!(
+            validate(&bytes, Some(0)),
+            Err(Corruption::BadRecord { index: 0, what: "record attributes are not 0" })
+        );
+        let mut compressed = encode(0, &[Record::new(b"abc")], &[10]);
+        compressed[ATTRIBUTES_POS + 1] |= 1;
+        compressed[BATCH_HEADER_LEN + 1] = 1;
+        fix_crc(&mut compressed);
+        assert!(matches!(validate(&compressed, Some(0)), Err(Corruption::BadAttributes(_))));
+    }
+
+    #[test]
+    fn offset_deltas_count_up_in_a_producer_batch_and_rise_in_a_cleaner_batch() {
+        let records = [Record::new(b"a"), Record::new(b"b"), Record::new(b"c")];
+        let original = encode(0, &records, &[5, 5, 5]);
+        let header = BatchHeader::decode_from(&original).expect("header");
+        // Each record is [length][attributes][timestamp delta][offset delta]...: one byte each here.
+        let starts: Vec<usize> = std::iter::once(BATCH_HEADER_LEN)
+            .chain(RecordIter::new(&original, &header).map(|r| r.expect("record").end()))
+            .take(3)
+            .collect();
+        let with_deltas = |deltas: [u8; 3], cleaner: bool| {
+            let mut bytes = original.clone();
+            for (start, delta) in starts.iter().zip(deltas) {
+                bytes[start + 3] = delta << 1; // zig-zag
+            }
+            if cleaner {
+                bytes[ATTRIBUTES_POS + 1] |= ATTR_CLEANER as u8;
+            }
+            fix_crc(&mut bytes);
+            validate(&bytes, Some(0))
+        };
+        let out_of_order = Err(Corruption::BadOffsetDeltas("offset deltas out of order"));
+        assert!(with_deltas([0, 1, 2], false).is_ok());
+        for deltas in [[1, 1, 2], [0, 2, 2], [0, 1, 1], [0, 0, 1], [0, 2, 1]] {
+            assert_eq!(with_deltas(deltas, false), out_of_order, "producer batch, deltas {deltas:?}");
+        }
+        assert!(with_deltas([0, 1, 2], true).is_ok());
+        for deltas in [[0, 0, 1], [1, 2, 2], [1, 0, 2], [2, 1, 2], [0, 2, 1]] {
+            assert_eq!(with_deltas(deltas, true), out_of_order, "cleaner batch, deltas {deltas:?}");
+        }
+        // A cleaner batch may start above its base, but no delta may pass last_offset_delta (2).
+        let mut past = original.clone();
+        past[starts[2] + 3] = 3 << 1;
+        past[ATTRIBUTES_POS + 1] |= ATTR_CLEANER as u8;
+        fix_crc(&mut past);
+        assert_eq!(validate(&past, Some(0)), out_of_order);
     }
 
     #[test]
