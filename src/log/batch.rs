@@ -210,6 +210,7 @@ pub(crate) fn validate(bytes: &[u8], expected: Option<u64>) -> Result<BatchSumma
 }
 
 /// [`validate`], also collecting the decoded records into `records` (cleared first by the caller).
+/// On an error its contents are unspecified: they may be records of a batch that failed its CRC.
 pub(crate) fn validate_into(
     bytes: &[u8],
     expected: Option<u64>,
@@ -243,7 +244,8 @@ fn validate_records(
     Ok(BatchSummary { header, timestamps: records? })
 }
 
-/// Decodes every record of a CRC-checked batch and checks the offset-delta rules.
+/// Decodes every record of a batch and checks the offset-delta rules. The CRC is not checked yet
+/// (see `validate_records`): nothing is reserved ahead from the unverified record count.
 fn check_records(
     batch: &[u8],
     header: &BatchHeader,
@@ -258,10 +260,6 @@ fn check_records(
         }
     }
     let cleaner = header.is_cleaner();
-    if let Some(out) = out.as_deref_mut() {
-        // A record takes at least 7 bytes: the count cannot make this reserve more than the batch.
-        out.reserve((header.record_count as usize).min(batch.len() / 7));
-    }
     let mut position = BATCH_HEADER_LEN;
     // A producer batch's deltas are 0, 1, 2, ...; a cleaner batch's only rise (from any start).
     let mut previous_delta = -1i64;
@@ -940,12 +938,22 @@ mod tests {
         for deltas in [[0, 0, 1], [1, 2, 2], [1, 0, 2], [2, 1, 2], [0, 2, 1]] {
             assert_eq!(with_deltas(deltas, true), out_of_order, "cleaner batch, deltas {deltas:?}");
         }
-        // A cleaner batch may start above its base, but no delta may pass last_offset_delta (2).
-        let mut past = original.clone();
-        past[starts[2] + 3] = 3 << 1;
-        past[ATTRIBUTES_POS + 1] |= ATTR_CLEANER as u8;
-        fix_crc(&mut past);
-        assert_eq!(validate(&past, Some(0)), out_of_order);
+        // A cleaner batch may start above its base and skip offsets (last_offset_delta 5 here), but
+        // no delta may pass last_offset_delta.
+        let cleaned = |deltas: [u8; 3]| {
+            let mut bytes = original.clone();
+            for (start, delta) in starts.iter().zip(deltas) {
+                bytes[start + 3] = delta << 1;
+            }
+            bytes[ATTRIBUTES_POS + 1] |= ATTR_CLEANER as u8;
+            BigEndian::write_u32(&mut bytes[LAST_OFFSET_DELTA_POS..], 5);
+            fix_crc(&mut bytes);
+            validate(&bytes, Some(0))
+        };
+        assert!(cleaned([1, 3, 5]).is_ok());
+        assert!(cleaned([0, 4, 5]).is_ok());
+        assert_eq!(cleaned([1, 3, 6]), out_of_order);
+        assert_eq!(cleaned([1, 3, 3]), out_of_order);
     }
 
     #[test]
