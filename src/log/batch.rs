@@ -391,7 +391,7 @@ fn decode_record(batch: &[u8], position: usize, base_timestamp: i64) -> Result<(
     let start = p;
     let end = start.checked_add(length as usize).filter(|&e| e <= batch.len()).ok_or("record past the batch")?;
     // The record's fields are read from a slice that ends where it ends, so each bound checked
-    // below is also the bound of the slice (the compiler drops the second check).
+    // below is also the bound of the slice (so the compiler can drop the second check).
     let record = &batch[..end];
     if start >= end || record[start] != RECORD_ATTRIBUTES {
         return Err("record attributes are not 0");
@@ -532,8 +532,14 @@ pub(crate) fn finish_batch(
         record_count,
     };
     header.encode_into(buf);
-    let crc = crc32fast::hash(&buf[ATTRIBUTES_POS..]);
-    BigEndian::write_u32(&mut buf[CRC_POS..], crc);
+    write_crc(buf);
+}
+
+/// Computes the CRC of the batch that fills `batch` (header first, nothing after it) and stores it
+/// in the header: the last step of writing or rewriting a batch.
+pub(crate) fn write_crc(batch: &mut [u8]) {
+    let crc = crc32fast::hash(&batch[ATTRIBUTES_POS..]);
+    BigEndian::write_u32(&mut batch[CRC_POS..], crc);
 }
 
 /// Encodes records into one batch for [`Log::append_batch`](crate::Log::append_batch), as the
@@ -878,15 +884,8 @@ mod tests {
         bytes.push(0);
         let len = (bytes.len() - LOG_OVERHEAD) as u32;
         BigEndian::write_u32(&mut bytes[BATCH_LENGTH_POS..], len);
-        let crc = crc32fast::hash(&bytes[ATTRIBUTES_POS..]);
-        BigEndian::write_u32(&mut bytes[CRC_POS..], crc);
+        write_crc(&mut bytes);
         assert!(matches!(validate(&bytes, Some(0)), Err(Corruption::BadRecord { .. })));
-    }
-
-    /// Re-computes the CRC of a batch changed by a test, as a writer of such a batch would.
-    fn fix_crc(bytes: &mut [u8]) {
-        let crc = crc32fast::hash(&bytes[ATTRIBUTES_POS..]);
-        BigEndian::write_u32(&mut bytes[CRC_POS..], crc);
     }
 
     #[test]
@@ -896,7 +895,7 @@ mod tests {
         let attributes_of_first_record = BATCH_HEADER_LEN + 1;
         bytes[attributes_of_first_record] = 1;
         assert!(matches!(validate(&bytes, Some(0)), Err(Corruption::CrcMismatch { .. })));
-        fix_crc(&mut bytes);
+        write_crc(&mut bytes);
         assert_eq!(
             validate(&bytes, Some(0)),
             Err(Corruption::BadRecord { index: 0, what: "record attributes are not 0" })
@@ -904,7 +903,7 @@ mod tests {
         let mut compressed = encode(0, &[Record::new(b"abc")], &[10]);
         compressed[ATTRIBUTES_POS + 1] |= 1;
         compressed[BATCH_HEADER_LEN + 1] = 1;
-        fix_crc(&mut compressed);
+        write_crc(&mut compressed);
         assert!(matches!(validate(&compressed, Some(0)), Err(Corruption::BadAttributes(_))));
     }
 
@@ -918,7 +917,9 @@ mod tests {
             .chain(RecordIter::new(&original, &header).map(|r| r.expect("record").end()))
             .take(3)
             .collect();
-        let with_deltas = |deltas: [u8; 3], cleaner: bool| {
+        // The batch with these deltas, the cleaner bit if asked, and this last_offset_delta (2 as
+        // encoded; a cleaner batch may skip offsets, so its last delta can be larger).
+        let patched = |deltas: [u8; 3], cleaner: bool, last_offset_delta: u32| {
             let mut bytes = original.clone();
             for (start, delta) in starts.iter().zip(deltas) {
                 bytes[start + 3] = delta << 1; // zig-zag
@@ -926,34 +927,25 @@ mod tests {
             if cleaner {
                 bytes[ATTRIBUTES_POS + 1] |= ATTR_CLEANER as u8;
             }
-            fix_crc(&mut bytes);
+            BigEndian::write_u32(&mut bytes[LAST_OFFSET_DELTA_POS..], last_offset_delta);
+            write_crc(&mut bytes);
             validate(&bytes, Some(0))
         };
         let out_of_order = Err(Corruption::BadOffsetDeltas("offset deltas out of order"));
-        assert!(with_deltas([0, 1, 2], false).is_ok());
+        assert!(patched([0, 1, 2], false, 2).is_ok());
         for deltas in [[1, 1, 2], [0, 2, 2], [0, 1, 1], [0, 0, 1], [0, 2, 1]] {
-            assert_eq!(with_deltas(deltas, false), out_of_order, "producer batch, deltas {deltas:?}");
+            assert_eq!(patched(deltas, false, 2), out_of_order, "producer batch, deltas {deltas:?}");
         }
-        assert!(with_deltas([0, 1, 2], true).is_ok());
+        assert!(patched([0, 1, 2], true, 2).is_ok());
         for deltas in [[0, 0, 1], [1, 2, 2], [1, 0, 2], [2, 1, 2], [0, 2, 1]] {
-            assert_eq!(with_deltas(deltas, true), out_of_order, "cleaner batch, deltas {deltas:?}");
+            assert_eq!(patched(deltas, true, 2), out_of_order, "cleaner batch, deltas {deltas:?}");
         }
-        // A cleaner batch may start above its base and skip offsets (last_offset_delta 5 here), but
-        // no delta may pass last_offset_delta.
-        let cleaned = |deltas: [u8; 3]| {
-            let mut bytes = original.clone();
-            for (start, delta) in starts.iter().zip(deltas) {
-                bytes[start + 3] = delta << 1;
-            }
-            bytes[ATTRIBUTES_POS + 1] |= ATTR_CLEANER as u8;
-            BigEndian::write_u32(&mut bytes[LAST_OFFSET_DELTA_POS..], 5);
-            fix_crc(&mut bytes);
-            validate(&bytes, Some(0))
-        };
-        assert!(cleaned([1, 3, 5]).is_ok());
-        assert!(cleaned([0, 4, 5]).is_ok());
-        assert_eq!(cleaned([1, 3, 6]), out_of_order);
-        assert_eq!(cleaned([1, 3, 3]), out_of_order);
+        // A cleaner batch may start above its base and skip offsets, but no delta may pass
+        // last_offset_delta.
+        assert!(patched([1, 3, 5], true, 5).is_ok());
+        assert!(patched([0, 4, 5], true, 5).is_ok());
+        assert_eq!(patched([1, 3, 6], true, 5), out_of_order);
+        assert_eq!(patched([1, 3, 3], true, 5), out_of_order);
     }
 
     #[test]

@@ -3,11 +3,9 @@
 //! record's deltas stay right), bit 4 is set and the CRC recomputed, also for a batch copied whole:
 //! a normal batch after a dropped one would break the expected-offset rule.
 
-use byteorder::{BigEndian, ByteOrder};
-
 use crate::error::Corruption;
-use crate::format::{ATTR_CLEANER, ATTRIBUTES_POS, BATCH_HEADER_LEN, CRC_POS, LOG_OVERHEAD};
-use crate::log::batch::{BatchHeader, RawRecord, RecordIter};
+use crate::format::{ATTR_CLEANER, BATCH_HEADER_LEN, LOG_OVERHEAD};
+use crate::log::batch::{self, BatchHeader, RawRecord, RecordIter};
 
 /// What a rewrite kept and dropped.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -60,8 +58,7 @@ pub(crate) fn rewrite_batch(
         ..*header
     };
     cleaned.encode_into(&mut out[start..]);
-    let crc = crc32fast::hash(&out[start + ATTRIBUTES_POS..]);
-    BigEndian::write_u32(&mut out[start + CRC_POS..], crc);
+    batch::write_crc(&mut out[start..]);
     result.written = true;
     Ok(result)
 }
@@ -70,7 +67,7 @@ pub(crate) fn rewrite_batch(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::log::batch::{self, BatchEncoder, Record};
+    use crate::log::batch::{BatchEncoder, Record};
 
     fn batch(base: u64) -> Vec<u8> {
         let records = [Record::new(b"a").with_key(b"k1"), Record::new(b"b").with_key(b"k2"), Record::tombstone(b"k3")];
