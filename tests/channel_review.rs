@@ -1,4 +1,4 @@
-//! Review regressions of the channel (issue 13): what a crash after the background deletion may
+//! Regressions of the channel found in review: what a crash after the background deletion may
 //! lose, and races of every call from many threads with the invariants checked throughout.
 //!
 //! The race test runs 2 s by default; `STRATA_CHANNEL_RACE_MS` sets its length, `STRATA_SEED`

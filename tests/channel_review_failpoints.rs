@@ -1,4 +1,4 @@
-//! Review regressions of the channel (issue 13) that need fail points: a commit paused between
+//! Regressions of the channel found in review that need fail points: a commit paused between
 //! storing its batch and waiting for it while the channel closes, and a commit whose durability
 //! wait fails.
 #![cfg(feature = "failpoints")]

@@ -1,6 +1,6 @@
 //! Crash test: a child process runs a compaction pass and dies at each named step of the swap
-//! (DESIGN.md §10). Reopening must give exactly the old segments or exactly the compacted ones,
-//! never a mix and never a loss, and an unclean reopen after a completed pass keeps it.
+//! (docs/DESIGN.md §10). Reopening must give exactly the old segments or exactly the compacted
+//! ones, never a mix and never a loss, and an unclean reopen after a completed pass keeps it.
 #![cfg(feature = "failpoints")]
 #![allow(clippy::unwrap_used)]
 

@@ -1,15 +1,15 @@
-//! Crash test 7b (opt-in, issue 16): simulated power loss while appends, truncations, resets,
-//! prefix deletions and compactions are mixed under `FlushPolicy::Always`. A child
-//! (`common::ops_child`) runs one operation at a time on a fresh ext4 image on a loop device; the
-//! test cuts the power (`EXT4_IOC_SHUTDOWN`, `NOLOGFLUSH`: what was not fsynced is gone) 0..2 ms
-//! after a random operation's acknowledgement, while the next one runs, and remounts. The log must
-//! then be in the state of the operations that returned before the cut began, plus any prefix of
-//! those that came later (an operation the cut overlapped may or may not have taken effect: ext4
-//! lets an fdatasync the shutdown overlaps return 0 for data that is then gone, and a real power
-//! cut would not have let it return; docs/POWER_LOSS.md). "In the state" means: the same start
-//! and next offsets, every record returned has the value appended at its offset, and an
-//! acknowledged record is missing only if compaction may have removed it (a later record of its
-//! key was acknowledged).
+//! Crash test 7b (opt-in; what it found is in docs/POWER_LOSS.md): simulated power loss while
+//! appends, truncations, resets, prefix deletions and compactions are mixed under
+//! `FlushPolicy::Always`. A child (`common::ops_child`) runs one operation at a time on a fresh
+//! ext4 image on a loop device; the test cuts the power (`EXT4_IOC_SHUTDOWN`, `NOLOGFLUSH`: what
+//! was not fsynced is gone) 0..2 ms after a random operation's acknowledgement, while the next one
+//! runs, and remounts. The log must then be in the state of the operations that returned before the
+//! cut began, plus any prefix of those that came later (an operation the cut overlapped may or may
+//! not have taken effect: ext4 lets an fdatasync the shutdown overlaps return 0 for data that is
+//! then gone, and a real power cut would not have let it return; docs/POWER_LOSS.md). "In the
+//! state" means: the same start and next offsets, every record returned has the value appended at
+//! its offset, and an acknowledged record is missing only if compaction may have removed it (a
+//! later record of its key was acknowledged).
 //!
 //! Opt-in (`#[ignore]`: it needs root, loop devices and `mkfs.ext4`):
 //! `cargo test --release --all-features --test crash_power_loss_mixed -- --ignored --nocapture`.
@@ -173,8 +173,8 @@ fn parse_reply(reply: &str) -> (Option<u64>, u128) {
 }
 
 /// One cycle: a child runs operations until the cut. The cut comes 0..2 ms after a random
-/// operation's acknowledgement, while the next one runs: where issue 16's losses were (a cut at a
-/// random moment hits that about once in a hundred cuts).
+/// operation's acknowledgement, while the next one runs: where the losses docs/POWER_LOSS.md
+/// describes were (a cut at a random moment hits that about once in a hundred cuts).
 fn cycle(mount: &Path, dir: &Path, model: &Model, rng: &mut impl Rng) -> CycleEnd {
     let mut child =
         common::child::command(dir).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();

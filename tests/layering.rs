@@ -1,11 +1,11 @@
-//! The crate's layers point down only (DESIGN.md §1, ARCHITECTURE.md): shared pieces → storage →
-//! log → the layers built on the log → the command-line tools. This test reads `src/`, finds
+//! The crate's layers point down only (docs/DESIGN.md §1, ARCHITECTURE.md): shared pieces → storage
+//! → log → the layers built on the log → the command-line tools. This test reads `src/`, finds
 //! every dependency of one file on another, and fails on an import of a higher layer and on any
 //! cycle between files. Dependencies are `use` declarations and the paths in code that start with
 //! `crate`, `super`, `self` or a child module the file declares (`mod child;`), wherever they are
 //! in the file; a name the crate root brings in (`crate::Producer`, through lib.rs's `pub use`
-//! list) counts as the module it comes from (`crate::producer`). Comments and the insides of
-//! string and character literals are not read.
+//! list) counts as the module it comes from (`crate::producer`). Comments and the insides of string
+//! and character literals are not read.
 //!
 //! Not dependencies: a parent's `mod child;` and its `pub use child::…` re-exports (they publish,
 //! they do not use), and a file's `#[cfg(test)]` modules (only their brace-matched blocks: code

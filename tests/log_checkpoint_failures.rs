@@ -1,9 +1,10 @@
 //! Regression: a checkpoint that could not be written (ENOSPC creating its temporary file, EPERM
 //! on an immutable directory) poisoned the log for good: after the space returned, appends and
-//! close still failed with `Poisoned`, and the periodic checkpoint alone did the same. DESIGN.md §8
-//! poisons only after a failed fsync of data: a checkpoint write is now an ordinary error, counted
-//! and retried (the recovery point stays lower meanwhile), and the operations that write one first
-//! (`truncate_to`, `reset_at`, `delete_records_before`) change nothing when it fails.
+//! close still failed with `Poisoned`, and the periodic checkpoint alone did the same.
+//! docs/DESIGN.md §8 poisons only after a failed fsync of data: a checkpoint write is now an
+//! ordinary error, counted and retried (the recovery point stays lower meanwhile), and the
+//! operations that write one first (`truncate_to`, `reset_at`, `delete_records_before`) change
+//! nothing when it fails.
 #![cfg(feature = "failpoints")]
 #![allow(clippy::unwrap_used)]
 

@@ -1,4 +1,4 @@
-//! Compaction (DESIGN.md §10) against a model: random keyed appends, tombstones and keyless
+//! Compaction (docs/DESIGN.md §10) against a model: random keyed appends, tombstones and keyless
 //! records, compaction passes, clean and unclean reopens. After each step the log must agree with
 //! a `HashMap` of latest values, keep every record's offset and bytes, and, below the cleaned
 //! offset, hold at most one record per key. Seeded (printed; replay with `STRATA_SEED`); more cases

@@ -1,8 +1,8 @@
-//! A full disk (DESIGN.md §8): `Error::DiskFull` wherever space runs out, saying what was needed;
-//! nothing stored by the failing call, nothing poisoned; a log on a full disk still opens (cleanly
-//! or after a crash), so records can be deleted; appends work again once space returns. The disk
-//! is made "full" by the `fallocate_enospc` failpoint (every preallocation fails with ENOSPC);
-//! `log_disk_full_ext4.rs` fills a real file system.
+//! A full disk (docs/DESIGN.md §8): `Error::DiskFull` wherever space runs out, saying what was
+//! needed; nothing stored by the failing call, nothing poisoned; a log on a full disk still opens
+//! (cleanly or after a crash), so records can be deleted; appends work again once space returns.
+//! The disk is made "full" by the `fallocate_enospc` failpoint (every preallocation fails with
+//! ENOSPC); `log_disk_full_ext4.rs` fills a real file system.
 #![cfg(feature = "failpoints")]
 #![allow(clippy::unwrap_used)]
 

@@ -3,8 +3,8 @@
 //! cap plus the active segment's three, every read returns the right record, and reclaim both in
 //! the background and in the readers happened.
 //!
-//! Segments: 1,000 by default, `STRATA_BUDGET_SEGMENTS` for more (the figure is 10,000);
-//! reads run `STRATA_BUDGET_SECS` seconds (default 1).
+//! Segments: 1,000 by default, `STRATA_BUDGET_SEGMENTS` for more (10,000, the scale the map
+//! budget was made for, takes longer); reads run `STRATA_BUDGET_SECS` seconds (default 1).
 #![allow(clippy::unwrap_used)]
 
 mod common;

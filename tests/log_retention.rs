@@ -1,4 +1,4 @@
-//! Prefix removal (DESIGN.md §9): retention by size and by time (with an injected clock, never
+//! Prefix removal (docs/DESIGN.md §9): retention by size and by time (with an injected clock, never
 //! real time), `delete_records_before`, the delayed unlink, and readers in deleted segments.
 #![allow(clippy::unwrap_used)]
 

@@ -1,5 +1,5 @@
-//! Suffix removal (`truncate_to`) and reset (`reset_at`), DESIGN.md §9: what is left, what the next
-//! append gets, and that both survive a clean and an unclean reopen.
+//! Suffix removal (`truncate_to`) and reset (`reset_at`), docs/DESIGN.md §9: what is left, what the
+//! next append gets, and that both survive a clean and an unclean reopen.
 #![allow(clippy::unwrap_used)]
 
 mod common;

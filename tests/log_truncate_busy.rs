@@ -1,7 +1,8 @@
 //! A truncation waits for readers of the segment it cuts, and gives up with `Error::Busy` after
-//! `truncate_wait_ms`, with nothing changed: not an offset, not a byte of a segment file. The reader
-//! it waited for finishes with the records as they were. (The `read_holding_segment` pause point
-//! holds a reader inside its read guard.)
+//! `truncate_wait_ms`, with nothing changed: not an offset, not a byte of a segment file (only the
+//! checkpoint's recovery point stays lowered until its next write). The reader it waited for
+//! finishes with the records as they were. (The `read_holding_segment` pause point holds a reader
+//! inside its read guard.)
 #![cfg(feature = "failpoints")]
 #![allow(clippy::unwrap_used)]
 

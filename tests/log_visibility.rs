@@ -1,7 +1,7 @@
-//! Visibility (DESIGN.md §2): under `FlushPolicy::Always` a reader never sees an offset the syncer
-//! has not made durable; under the other policies it sees every stored record. `wait_for` blocks
-//! without polling until an offset is visible, times out cleanly, and fails instead of hanging on a
-//! poisoned log; `wait_durable` pairs with `append_nowait`.
+//! Visibility (docs/DESIGN.md §2): under `FlushPolicy::Always` a reader never sees an offset the
+//! syncer has not made durable; under the other policies it sees every stored record. `wait_for`
+//! blocks without polling until an offset is visible, times out cleanly, and fails instead of
+//! hanging on a poisoned log; `wait_durable` pairs with `append_nowait`.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;

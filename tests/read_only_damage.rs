@@ -2,9 +2,10 @@
 //! acknowledged records: it took the end of the last segment's valid data as the end of the log,
 //! so `strata consume fixtures/bad_crc_mid_segment` printed offsets 0–89 and exited 0 although
 //! 90–99 are below the recovery point (100), and one byte flipped in the last segment of a healthy
-//! log made 15 of 200 records silently vanish. DESIGN.md §7: an invalid batch below the recovery
-//! point is `Error::Corrupt`; past it, on a live log, it is the end. A live writer's truncation
-//! lowers the checkpoint before it cuts, so the checkpoint is read again before damage is reported.
+//! log made 15 of 200 records silently vanish. docs/DESIGN.md §3 (read-only open) and §7: an
+//! invalid batch below the recovery point is `Error::Corrupt`; past it, on a live log, it is the
+//! end. A live writer's truncation lowers the checkpoint before it cuts, so the checkpoint is read
+//! again before damage is reported.
 #![allow(clippy::unwrap_used)]
 
 mod common;

@@ -1,7 +1,7 @@
 //! Regression: a read-only open (`strata verify`, `dump`, `consume`) held three descriptors per
 //! segment for as long as it was open, so ~340 segments exhausted `ulimit -n 1024`. Sealed segments
-//! now hold no descriptor (DESIGN.md §5): a read-only one opens its file for each read. This file
-//! holds one test only: it counts the process's descriptors.
+//! now hold no descriptor (docs/DESIGN.md §5): a read-only one opens its file for each read. This
+//! file holds one test only: it counts the process's descriptors.
 #![allow(clippy::unwrap_used)]
 
 mod common;

@@ -1,4 +1,4 @@
-//! Kafka's loader cases for an interrupted compaction swap (DESIGN.md §10): the cleaner writes
+//! Kafka's loader cases for an interrupted compaction swap (docs/DESIGN.md §10): the cleaner writes
 //! `<base>.log.cleaned`, renames groups to `.swap` in descending offset order, renames the
 //! originals to `.deleted`, then strips `.swap`. A crash at any phase leaves the old or the new
 //! segments — never a mix and never a loss. The cleaner's output here is the concatenation of the

@@ -1,7 +1,7 @@
 //! Regression: a stray file blamed a healthy one. An empty `00000000000000000500.log` dropped into a
 //! log made open fail with `corrupt …/00000000000000000180.log at position 652` (a healthy file),
 //! and `recover --force` kept that healthy segment as `.corrupt` and reported 300 records lost.
-//! DESIGN.md §4: a `.log` whose base falls inside the previous segment's offsets, or an empty
+//! docs/DESIGN.md §4: a `.log` whose base falls inside the previous segment's offsets, or an empty
 //! `.log` that is not the last, is foreign: the error names it, `recover --force` renames it
 //! `.foreign` (kept, never deleted), and no healthy segment becomes `.corrupt`.
 #![allow(clippy::unwrap_used)]

@@ -20,7 +20,7 @@ use super::state::{ChannelState, Handle, Queue};
 use super::transaction::Transaction;
 
 /// A durable staging buffer between sources and sinks, with Flume `MemoryChannel`'s transactions
-/// and back-pressure, that survives a crash (DESIGN.md §12).
+/// and back-pressure, that survives a crash.
 ///
 /// Sources [`put`](Transaction::put) events and sinks [`take`](Transaction::take) them inside
 /// [`Transaction`]s. A commit appends one batch to the channel's log in `<dir>/log/`: its put

@@ -1,4 +1,4 @@
-//! The channel (Flume's `MemoryChannel`, durable; DESIGN.md §12): a staging buffer between
+//! The channel (Flume's `MemoryChannel`, durable; docs/DESIGN.md §12): a staging buffer between
 //! sources and sinks, with put and take transactions, capacity back-pressure, and at-least-once
 //! delivery across crashes, on one log (docs/FORMAT.md "Channel records").
 //!

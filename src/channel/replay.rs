@@ -1,4 +1,4 @@
-//! Opening a channel: the log recovers (DESIGN.md §7), then one pass over it from its start
+//! Opening a channel: the log recovers (docs/DESIGN.md §7), then one pass over it from its start
 //! rebuilds what the channel holds. Each event record is held from its offset on; each take
 //! record releases the offsets its ranges list. What is left is every event whose put committed
 //! and whose take did not, in put order; its first offset is the low watermark W. Events below W

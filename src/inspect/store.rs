@@ -1,13 +1,13 @@
-//! `strata dump` and `strata verify` for the message store's files (DESIGN.md §11; the bytes are in
-//! docs/FORMAT.md, "Consume queue", "`.idx`", "`offsets.json`", "`store.checkpoint`"): values,
-//! never text. Files are read with `pread` and the commit log through `Log::open_read_only`, so a
-//! live store can be inspected; nothing is changed. Every count a file states is checked against
-//! the file's length before anything is allocated for it, and garbage is a finding or an error,
-//! never a panic.
+//! `strata dump` and `strata verify` for the message store's files (docs/DESIGN.md §11; the bytes
+//! are in docs/FORMAT.md, "Consume queue", "`.idx`", "`offsets.json`", "`store.checkpoint`"):
+//! values, never text. Files are read with `pread` and the commit log through
+//! `Log::open_read_only`, so a live store can be inspected; nothing is changed. Every count a file
+//! states is checked against the file's length before anything is allocated for it, and garbage is
+//! a finding or an error, never a panic.
 //!
 //! `verify_store` judges a problem at a commit-log offset at or past the store checkpoint of a
 //! store that did not close cleanly (`abort` present: open, or crashed) as a note: that is what
-//! the next open checks and cuts (DESIGN.md §11), or what a live dispatcher is writing.
+//! the next open checks and cuts (docs/DESIGN.md §11), or what a live dispatcher is writing.
 
 use std::collections::BTreeMap;
 use std::fs::File;

@@ -67,7 +67,7 @@ impl LogState {
         Ok(stored)
     }
 
-    /// Checks a caller-encoded batch (DESIGN.md §4) and stores it at the next offset.
+    /// Checks a caller-encoded batch (docs/DESIGN.md §4) and stores it at the next offset.
     pub(crate) fn append_encoded(&self, batch: &[u8]) -> Result<Stored> {
         let size = batch.len() as u64;
         if size > self.config.max_batch_bytes {

@@ -1,5 +1,5 @@
-//! Record batches (DESIGN.md §4): encoding what `append` writes, and the validity check every batch
-//! passes before a byte of it is returned or trusted by recovery.
+//! Record batches (docs/DESIGN.md §4): encoding what `append` writes, and the validity check every
+//! batch passes before a byte of it is returned or trusted by recovery.
 
 use byteorder::{BigEndian, ByteOrder};
 
@@ -203,8 +203,8 @@ pub(crate) struct BatchSummary {
     pub timestamps: Option<(i64, i64)>,
 }
 
-/// Checks every rule of DESIGN.md §4 on the batch at the front of `bytes`. `expected` is the offset
-/// the batch must start at (`None` for a caller-encoded batch about to be re-stamped).
+/// Checks every rule of docs/DESIGN.md §4 on the batch at the front of `bytes`. `expected` is the
+/// offset the batch must start at (`None` for a caller-encoded batch about to be re-stamped).
 pub(crate) fn validate(bytes: &[u8], expected: Option<u64>) -> Result<BatchSummary, Corruption> {
     validate_records(bytes, expected, None)
 }
@@ -378,8 +378,8 @@ impl<'a> RecordIter<'a> {
     }
 }
 
-/// Decodes the record at `position` of `batch` (DESIGN.md §4): its fields and where it ends. Every
-/// read goes through here once per record, so it works on indexes into one slice with the
+/// Decodes the record at `position` of `batch` (docs/DESIGN.md §4): its fields and where it ends.
+/// Every read goes through here once per record, so it works on indexes into one slice with the
 /// one- and two-byte varints (nearly every length, delta and count) decoded inline.
 #[inline(always)]
 fn decode_record(batch: &[u8], position: usize, base_timestamp: i64) -> Result<(RawRecord, usize), &'static str> {

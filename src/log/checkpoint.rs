@@ -1,7 +1,7 @@
-//! The `checkpoint` file and the `.clean-shutdown` marker (DESIGN.md §3): small fixed-layout files,
-//! CRC-protected. The checkpoint has two slots written alternately in place (the newest valid one
-//! wins), so writing it needs no new blocks: a log on a full disk can still checkpoint, open and
-//! delete records. The marker is replaced atomically.
+//! The `checkpoint` file and the `.clean-shutdown` marker (docs/DESIGN.md §3): small fixed-layout
+//! files, CRC-protected. The checkpoint has two slots written alternately in place (the newest
+//! valid one wins), so writing it needs no new blocks: a log on a full disk can still checkpoint,
+//! open and delete records. The marker is replaced atomically.
 
 use std::path::Path;
 
@@ -38,7 +38,7 @@ pub(crate) struct Stored {
     /// Whether the file is a current-version file (else the next write replaces it whole).
     pub current: bool,
     /// A `reset_at` to this offset wrote this checkpoint before changing any file and did not
-    /// finish: the next open completes it (DESIGN.md §9: old state or new, never a mix).
+    /// finish: the next open completes it (docs/DESIGN.md §9: old state or new, never a mix).
     pub pending_reset: Option<u64>,
 }
 

@@ -1,5 +1,6 @@
-//! The checkpoint as last written, and every write of it (DESIGN.md §6): the recovery point after
-//! sync rounds, a lower one before a truncation, a new log start, and the two steps of a reset.
+//! The checkpoint as last written, and every write of it (docs/DESIGN.md §3, the file; §8, when
+//! it is written): the recovery point after sync rounds, a lower one before a truncation, a new
+//! log start, and the two steps of a reset.
 //! Its lock serialises writes, so no concurrent write can store an older start after a newer one.
 
 use std::path::PathBuf;
@@ -96,7 +97,7 @@ impl CheckpointWriter {
     /// Writes the checkpoint `next(current, durable offset)` and, once it is durable, runs `then`
     /// and publishes its log start offset, all under the checkpoint lock (so no concurrent write
     /// can store an older start after a newer one, or a recovery point computed from offsets
-    /// `then` moves). A failed write is an ordinary error (DESIGN.md §8): nothing is poisoned,
+    /// `then` moves). A failed write is an ordinary error (docs/DESIGN.md §8): nothing is poisoned,
     /// nothing moves, the file keeps the older checkpoint and the next write retries.
     fn store<T>(
         &self,

@@ -1,4 +1,4 @@
-//! The state behind durability (DESIGN.md §8): whether the log is poisoned or closed, the gate
+//! The state behind durability (docs/DESIGN.md §8): whether the log is poisoned or closed, the gate
 //! that keeps sync rounds from overlapping, the threads waiting for progress, the syncer's
 //! requests, the directory's pending fsync, and the truncation epochs that tell waiters and readers
 //! their offsets were cut. The rounds themselves, which also touch the segments and the offsets,

@@ -1,4 +1,4 @@
-//! Sync rounds (group commit, DESIGN.md §8) and waiting for durability or visibility. A round
+//! Sync rounds (group commit, docs/DESIGN.md §8) and waiting for durability or visibility. A round
 //! seals every segment rolled away from, fdatasyncs every segment written since the durable offset
 //! and the directory if it changed, then raises the durable offset over everything stored when the
 //! round began. Rounds never overlap ([`Durability::try_take_rounds`]) and never hold the append

@@ -38,7 +38,7 @@ pub struct BatchRef<'a> {
 impl<'a> BatchRef<'a> {
     batch_header_accessors!();
 
-    /// The batch exactly as stored (header, CRC and every record; DESIGN.md §4), verified: what a
+    /// The batch exactly as stored (header, CRC and every record), verified: what a
     /// replica appends with [`Log::append_batch`] (which gives it offsets of its own).
     pub fn as_bytes(&self) -> &'a [u8] {
         self.bytes

@@ -1,5 +1,5 @@
-//! The machinery the offset and time indexes share (DESIGN.md §6): fixed-size entries appended to a
-//! preallocated mmap'd file, binary search, the structural sanity check, and trimming at seal.
+//! The machinery the offset and time indexes share (docs/DESIGN.md §6): fixed-size entries appended
+//! to a preallocated mmap'd file, binary search, the structural sanity check, and trimming at seal.
 
 use std::fmt::Debug;
 use std::marker::PhantomData;
@@ -18,7 +18,7 @@ pub(crate) trait IndexEntry: Copy + Eq + Debug {
     fn decode_from(bytes: &[u8]) -> Self;
     /// Encodes into the first `LEN` bytes.
     fn encode_into(&self, out: &mut [u8]);
-    /// An entry of all-zero bytes: never written (DESIGN.md §6), so it marks unused space.
+    /// An entry of all-zero bytes: never written (docs/DESIGN.md §6), so it marks unused space.
     fn is_zero(&self) -> bool;
     /// Whether `self` may follow `previous`, entry number `entry - 1` (the strict ordering of the
     /// index); what is wrong if not.

@@ -1,4 +1,4 @@
-//! Deciding sparse index entries (DESIGN.md §6) the same way for appends and for rebuilds, and
+//! Deciding sparse index entries (docs/DESIGN.md §6) the same way for appends and for rebuilds, and
 //! writing rebuilt index files.
 
 use std::path::Path;

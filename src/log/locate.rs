@@ -1,5 +1,5 @@
 //! Finding where a read starts, and the continuity check a segment passes at its first read
-//! (DESIGN.md §4). Both retry when the segment map changed under them (`segments.rs`).
+//! (docs/DESIGN.md §4). Both retry when the segment map changed under them (`segments.rs`).
 
 use std::sync::Arc;
 
@@ -56,10 +56,10 @@ impl LogState {
     }
 
     /// At a segment's first read: it must begin where the segment before it ends. One that begins
-    /// inside it is a foreign file (DESIGN.md §4: copied in from elsewhere) and reading it would
-    /// return another log's records: `Error::Corrupt` naming it (`strata recover --force` sets it
-    /// aside). A clean open does not check this (it would cost a read of every segment); the
-    /// unclean open's scan, `verify` and `recover` do.
+    /// inside it is a foreign file (docs/DESIGN.md §4: copied in from elsewhere) and reading it
+    /// would return another log's records: `Error::Corrupt` naming it (`strata recover --force`
+    /// sets it aside). A clean open does not check this (it would cost a read of every segment);
+    /// the unclean open's scan, `verify` and `recover` do.
     ///
     /// An overlap of deleted records only (the segment before ends at or below the log start) is
     /// no part of the log. One reaching the start is refused whichever file is foreign (the

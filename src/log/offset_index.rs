@@ -1,5 +1,5 @@
-//! The `.index` file (DESIGN.md §6): sparse `[relative_offset u32][position u32]` entries mapping a
-//! batch's base offset to its byte position in the segment's `.log`.
+//! The `.index` file (docs/DESIGN.md §6): sparse `[relative_offset u32][position u32]` entries
+//! mapping a batch's base offset to its byte position in the segment's `.log`.
 
 use byteorder::{BigEndian, ByteOrder};
 

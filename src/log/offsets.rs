@@ -1,5 +1,5 @@
 //! The log's four offsets, in one place: start ≤ next, durable ≤ next, visible ≤ next
-//! (DESIGN.md §2).
+//! (docs/DESIGN.md §2).
 //!
 //! - `start`: the first offset a read may return (moved up by prefix deletion and retention,
 //!   anywhere by a reset). It may pass `durable` under a lazy flush policy: deleting records
@@ -13,7 +13,7 @@
 //! version), so a thread that sees a truncation's new epoch also sees its lowered offsets, and a
 //! reader that sees a `next` sees the bytes stored before it (a `SeqCst` store is also a
 //! release). The cost is one locked instruction per store on x86, a few per append: noise next to
-//! the pwrite (measured in the issue 10 note).
+//! the pwrite (measured on the project's 2-core VM).
 //!
 //! **Who writes.** `next` changes only under the append lock (appends raise it; truncation and
 //! reset also hold the sync rounds), or, in a read-only view, under the structure lock when the

@@ -72,8 +72,8 @@ impl RecordView {
         batch::decode_headers(bytes, self.header_count)
     }
 
-    /// Bytes the record takes in its batch, its length prefix included (DESIGN.md §4): what a
-    /// consume-queue entry stores as the record's size. A batch's size is its 43-byte header plus
+    /// Bytes the record takes in its batch, its length prefix included: what a consume-queue
+    /// entry stores as the record's size. A batch's size is its 43-byte header plus
     /// its records' encoded lengths.
     pub fn encoded_len(&self) -> usize {
         self.encoded_len as usize
@@ -122,7 +122,8 @@ macro_rules! batch_header_accessors {
             self.header.record_count
         }
 
-        /// The batch's attributes (DESIGN.md §4: bit 3 create time, bit 4 written by the cleaner).
+        /// The batch's attributes (bits 0–2 compression, always 0; bit 3 create time; bit 4 written
+        /// by the cleaner).
         pub fn attributes(&self) -> u16 {
             self.header.attributes
         }

@@ -1,7 +1,7 @@
-//! Removing a prefix (DESIGN.md §9): `delete_records_before`, and retention by size and by age.
-//! The new log start offset is written to the checkpoint first; whole segments below it are then
-//! renamed `.deleted` (directory fsynced) and unlinked after `file_delete_delay_ms`, once their last
-//! reader is done. The active segment is never deleted.
+//! Removing a prefix (docs/DESIGN.md §9): `delete_records_before`, and retention by size and by
+//! age. The new log start offset is written to the checkpoint first; whole segments below it are
+//! then renamed `.deleted` (directory fsynced) and unlinked after `file_delete_delay_ms`, once
+//! their last reader is done. The active segment is never deleted.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -71,8 +71,9 @@ impl LogState {
         if start <= self.offsets.start() {
             return Ok((self.offsets.start(), 0));
         }
-        // A segment's end is taken from the next one's base: a foreign file there (DESIGN.md §4)
-        // would make a segment holding records at or past `start` look wholly below it.
+        // A segment's end is taken from the next one's base: a foreign file there
+        // (docs/DESIGN.md §4) would make a segment holding records at or past `start` look wholly
+        // below it.
         for segment in self.segments.all().iter().skip(1).take_while(|s| s.base_offset() <= start) {
             self.check_continuity(segment)?;
         }
@@ -86,9 +87,9 @@ impl LogState {
         Ok((start, deleted))
     }
 
-    /// Takes whole segments out of the log (DESIGN.md §9): renames their files `.deleted`, from the
-    /// end the log keeps (newest first for a suffix, oldest first for a prefix) so what is left
-    /// under segment names never has a hole, whether a crash stops the renames or a read-only
+    /// Takes whole segments out of the log (docs/DESIGN.md §9): renames their files `.deleted`,
+    /// from the end the log keeps (newest first for a suffix, oldest first for a prefix) so what is
+    /// left under segment names never has a hole, whether a crash stops the renames or a read-only
     /// check lists them meanwhile; fsyncs the directory, removes them from the map and schedules
     /// the unlink. Their bytes never change, so readers in them finish.
     pub(crate) fn remove_whole(&self, structure: &StructureGuard<'_>, mut doomed: Vec<Arc<LogSegment>>) -> Result<()> {

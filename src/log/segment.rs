@@ -1,6 +1,6 @@
-//! `LogSegment`: one `.log` file of batches with its `.index` and `.timeindex` (DESIGN.md §5, §6).
-//! The active segment is writable; sealed segments are trimmed, hold no descriptor and are mapped
-//! at their first read.
+//! `LogSegment`: one `.log` file of batches with its `.index` and `.timeindex`
+//! (docs/DESIGN.md §5, §6). The active segment is writable; sealed segments are trimmed, hold no
+//! descriptor and are mapped at their first read.
 
 use std::ops::{ControlFlow, Range};
 use std::path::{Path, PathBuf};
@@ -164,7 +164,7 @@ impl LogSegment {
 
     /// A sealed segment of `log_len` bytes ending at `next_offset`. Nothing is opened, mapped or
     /// even stat'ed until its first read (opening 10,000 segments must not cost 30,000 syscalls):
-    /// the index lengths are checked then, with the full sanity check (DESIGN.md §7 step 3).
+    /// the index lengths are checked then, with the full sanity check (docs/DESIGN.md §7 step 3).
     pub(crate) fn open_sealed(
         dir: &Path,
         base_offset: u64,
@@ -305,7 +305,7 @@ impl LogSegment {
     }
 
     /// Whether a batch of `batch_bytes` ending at `last_offset`, appended at `now_ms`, must go to a
-    /// new segment (DESIGN.md §6).
+    /// new segment (docs/DESIGN.md §6).
     pub(crate) fn should_roll(&self, batch_bytes: u64, last_offset: u64, now_ms: i64, config: &LogConfig) -> bool {
         let size = self.size();
         if size == 0 {
@@ -773,8 +773,8 @@ impl LogSegment {
         Ok(ts)
     }
 
-    /// Runs the full index sanity check once (DESIGN.md §6); a failed check rebuilds the indexes.
-    /// Returns whether they were rebuilt now.
+    /// Runs the full index sanity check once (docs/DESIGN.md §6); a failed check rebuilds the
+    /// indexes. Returns whether they were rebuilt now.
     pub(crate) fn ensure_indexes_checked(&self) -> Result<bool> {
         if self.indexes_checked.load(Ordering::Acquire) {
             return Ok(false);

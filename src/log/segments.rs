@@ -1,4 +1,5 @@
-//! The log's segments: a skip map by base offset (DESIGN.md §1, §5) and the rules for changing it.
+//! The log's segments: a skip map by base offset (docs/DESIGN.md §1, §5) and the rules for changing
+//! it.
 //!
 //! A roll adds a segment past the last one before any offset in it is published, which readers
 //! tolerate with no help. Every other change (truncation, reset, retention, the cleaner's swap)

@@ -1,9 +1,9 @@
-//! The syncer thread (DESIGN.md §8): runs the flush policy, seals rolled segments, and writes the
-//! checkpoint after rolls and every `checkpoint_interval_ms`. Under `Always`, an appender waiting for
-//! durability leads a round itself when none is running (`LogState::wait_durable`); the syncer covers
-//! what nobody waits for. No round holds the append lock: it only reads the next offset, so
-//! appenders keep storing while it fsyncs, and everything they store meanwhile goes into the next
-//! round (group commit).
+//! The syncer thread (docs/DESIGN.md §8): runs the flush policy, seals rolled segments, and writes
+//! the checkpoint after rolls and every `checkpoint_interval_ms`. Under `Always`, an appender
+//! waiting for durability leads a round itself when none is running (`LogState::wait_durable`); the
+//! syncer covers what nobody waits for. No round holds the append lock: it only reads the next
+//! offset, so appenders keep storing while it fsyncs, and everything they store meanwhile goes into
+//! the next round (group commit).
 
 use std::time::{Duration, Instant};
 

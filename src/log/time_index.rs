@@ -1,6 +1,6 @@
-//! The `.timeindex` file (DESIGN.md §6): sparse `[timestamp_ms i64][relative_offset u32]` entries,
-//! added with offset-index entries when the largest timestamp so far grew, plus a final entry with
-//! the segment's max timestamp at seal (retention reads it; KAFKA-10207).
+//! The `.timeindex` file (docs/DESIGN.md §6): sparse `[timestamp_ms i64][relative_offset u32]`
+//! entries, added with offset-index entries when the largest timestamp so far grew, plus a final
+//! entry with the segment's max timestamp at seal (retention reads it; KAFKA-10207).
 
 use byteorder::{BigEndian, ByteOrder};
 

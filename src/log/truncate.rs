@@ -1,8 +1,8 @@
-//! Removing a suffix (`truncate_to`) or everything (`reset_at`), DESIGN.md §9. Both run under the
-//! append lock with sync rounds held off, lower the recovery point in the checkpoint before any file
-//! changes, and leave nothing a later crash could bring back: later segments are renamed `.deleted`
-//! (directory fsynced) and the cut segment is cut and re-preallocated, so its stale bytes become
-//! unwritten blocks that read as zeros.
+//! Removing a suffix (`truncate_to`) or everything (`reset_at`), docs/DESIGN.md §9. Both run under
+//! the append lock with sync rounds held off, lower the recovery point in the checkpoint before any
+//! file changes, and leave nothing a later crash could bring back: later segments are renamed
+//! `.deleted` (directory fsynced) and the cut segment is cut and re-preallocated, so its stale
+//! bytes become unwritten blocks that read as zeros.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,8 +41,8 @@ impl LogState {
         let rounds = self.durability.hold_rounds()?;
         debug_assert!(self.segments.rolled_count() == 0, "a round seals every rolled segment");
         let segment = self.segments.floor(offset).ok_or_else(out_of_range)?;
-        // The cut segment and the one after it must be the log's (DESIGN.md §4): a foreign file
-        // would be cut, or taken for where the cut segment ends.
+        // The cut segment and the one after it must be the log's (docs/DESIGN.md §4): a foreign
+        // file would be cut, or taken for where the cut segment ends.
         self.check_continuity(&segment)?;
         if let Some(after) = self.segments.from(segment.base_offset() + 1).first() {
             self.check_continuity(after)?;
@@ -95,8 +95,9 @@ impl LogState {
         Ok(cut)
     }
 
-    /// Steps 5–6 of §9 once the checkpoint is lowered and the cut segment retired: later segments
-    /// renamed `.deleted`, the cut segment cut and reopened as the active segment.
+    /// Steps 5–7 of docs/DESIGN.md §9 once the checkpoint is lowered and the cut segment retired:
+    /// later segments renamed `.deleted`, the cut segment cut and reopened as the active segment
+    /// (the caller lowers the cleaner checkpoint and records the truncation).
     fn cut_suffix(
         &self,
         structure: &StructureGuard<'_>,

@@ -10,7 +10,7 @@ use crate::log::batch::{self, BatchHeader};
 use crate::log::index_plan::PlannedIndexes;
 use crate::storage::MappedFile;
 
-/// Where a batch is: its byte position and the offset it must start at (DESIGN.md §4).
+/// Where a batch is: its byte position and the offset it must start at (docs/DESIGN.md §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct BatchPos {
     pub position: u64,
@@ -142,9 +142,9 @@ pub(crate) struct Scan {
     pub invalid: Option<Corruption>,
 }
 
-/// Validates batch after batch (DESIGN.md §4) from the start of a segment file's first `len` bytes,
-/// planning index entries with `interval`, and stops at the first invalid batch, a zero header or
-/// the end. `None` if the file was retired.
+/// Validates batch after batch (docs/DESIGN.md §4) from the start of a segment file's first `len`
+/// bytes, planning index entries with `interval`, and stops at the first invalid batch, a zero
+/// header or the end. `None` if the file was retired.
 pub(crate) fn scan(file: &MappedFile, len: u64, base_offset: u64, interval: u64) -> Result<Option<Scan>> {
     scan_checking_from(file, len, base_offset, interval, 0)
 }

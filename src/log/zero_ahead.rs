@@ -4,7 +4,7 @@
 //! one before an append lands in it. A durable append's fdatasync then writes data only, with no
 //! journal commit for the conversion: on this project's test machine, `write` + `fdatasync` of
 //! 100 KiB into written-and-synced blocks ran at 5.6–7.0k/s against 2.7–3.4k/s into fallocated
-//! ones and 3.0–3.7k/s appending to a sparse file (`zeroprobe`, README "Performance").
+//! ones and 3.0–3.7k/s appending to a sparse file.
 //!
 //! The price is disk writes: every byte of a segment is written twice (zeros, then data). So it
 //! runs only under the policies that fsync (`Always`, `EveryInterval`), never under `Never`.

@@ -1,6 +1,6 @@
 //! strata as the Raft log storage of [openraft](https://docs.rs/openraft/0.9.25) (feature
-//! `openraft`, DESIGN.md §12): how a user who outgrows one machine replicates a strata log with
-//! an existing Raft engine. Built on the log's public API only.
+//! `openraft`, docs/DESIGN.md §12): how a user who outgrows one machine replicates a strata log
+//! with an existing Raft engine. Built on the log's public API only.
 //!
 //! - `store.rs`: [`RaftLogStore`] (openraft's `RaftLogStorage` and `RaftLogReader`) and
 //!   [`RaftLogStoreReader`], with the open-time checks.

@@ -4,7 +4,7 @@
 //! read either through short-lived slices of a shared read-only mapping (`ReadPath::Mmap`, the
 //! default) or with `pread` (`ReadPath::Pread`: reads that cannot fault, for a directory other
 //! tools may truncate files in). This file holds the crate's mmap `unsafe`; the rules that make it
-//! sound are DESIGN.md §5:
+//! sound are docs/DESIGN.md §5:
 //!
 //! - Readers only see bytes below the *published length* (`len`, stored with Release after the bytes
 //!   are written, loaded with Acquire). The single appender (serialised by `append_lock`) only writes
@@ -353,8 +353,8 @@ impl MappedFile {
 
     /// Overwrites published bytes of a writable file in place with `pwrite`, holding the state's
     /// write lock, so it first waits for every slice of this file to end: bytes a reader may be
-    /// reading are never modified while it reads them (DESIGN.md §5). For files changed in place
-    /// (an IndexFile, made by [`MappedFile::create_fixed`]); appended files use
+    /// reading are never modified while it reads them (docs/DESIGN.md §5). For files changed in
+    /// place (an IndexFile, made by [`MappedFile::create_fixed`]); appended files use
     /// [`MappedFile::append`].
     pub(crate) fn write_at(&self, position: u64, bytes: &[u8]) -> Result<()> {
         let state = self.slot.state.write();

@@ -79,7 +79,7 @@ pub(crate) fn checkpoint(inner: &StoreInner) -> StoreResult<()> {
     Ok(())
 }
 
-/// Retention (DESIGN.md §11): once the commit log's start moved, deletes the queue files whose
+/// Retention (docs/DESIGN.md §11): once the commit log's start moved, deletes the queue files whose
 /// entries all point below it and the index files that end below it.
 pub(crate) fn sweep(inner: &StoreInner) -> StoreResult<()> {
     let start = inner.log.start_offset();

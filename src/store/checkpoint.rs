@@ -1,12 +1,13 @@
-//! The store checkpoint (`store.checkpoint`, DESIGN.md §11) and the `abort` marker.
+//! The store checkpoint (`store.checkpoint`, docs/DESIGN.md §11) and the `abort` marker.
 //!
 //! The checkpoint holds X, the commit-log offset below which every message's consume-queue and
-//! index entries are fdatasynced: dispatch after an unclean shutdown restarts there. It is written
-//! only after those flushes. Losing it costs work, never data: a missing or damaged file means
-//! "redispatch from the log's start" (dispatch is idempotent).
+//! index entries are fdatasynced: dispatch at open restarts there. It is written only after those
+//! flushes. Losing it costs work, never data: a missing or damaged file means "redispatch from
+//! the log's start" (dispatch is idempotent).
 //!
 //! `abort` exists while the store is open: created (durably) at open, removed at a clean close.
-//! Present at open, the last run did not close, and the queues are validated before use.
+//! Present at open, the last run did not close, and the newest index file is validated before use
+//! (the queues are checked at every open).
 
 use std::path::Path;
 

@@ -1,5 +1,5 @@
-//! The ConsumeQueue of one topic and queue (DESIGN.md §11; RocketMQ's `ConsumeQueue`): one 20-byte
-//! entry `[log_offset u64][size u32][tag_hash u64]` per message of the queue, in files of
+//! The ConsumeQueue of one topic and queue (docs/DESIGN.md §11; RocketMQ's `ConsumeQueue`): one
+//! 20-byte entry `[log_offset u64][size u32][tag_hash u64]` per message of the queue, in files of
 //! `entries_per_file` entries named by their first queue offset
 //! (`<consumequeue>/<topic>/<queue_id>/00000000000000300000.cq`); entry `i` of file `F` is queue
 //! offset `F + i`. The queue holds `[min, max)`. It is derived: the commit log is the truth, and
@@ -14,7 +14,7 @@
 //! - The active (last) file is appended to with `pwrite` and published by its length
 //!   (`MappedFile`). `max` moves past an entry only after its file published it, and a new file is
 //!   in the list before `max` reaches it; readers load `max` (Acquire) before they look a file up,
-//!   so they never see a partly written entry (DESIGN.md §5).
+//!   so they never see a partly written entry (docs/DESIGN.md §5).
 //! - A full file is sealed at the roll (fdatasync, its map and descriptor dropped): it holds no
 //!   descriptor, and is mapped again at its first read.
 //! - Bounds move before files change: a cut lowers `max` first, then waits for the readers of the
@@ -89,7 +89,7 @@ impl Entry {
 
 /// How far a queue's entries are durable ([`ConsumeQueue::flush`]). The store's checkpoint takes
 /// the log offset it has dispatched up to *before* flushing every queue, and records it once all
-/// flushes succeeded (DESIGN.md §11).
+/// flushes succeeded (docs/DESIGN.md §11).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct FlushedUpTo {
     /// Every entry below this queue offset is durable.
@@ -301,8 +301,8 @@ impl ConsumeQueue {
     }
 
     /// Appends the entry for the message at `log_offset` (`size` bytes, tag hash `tag_hash`) as
-    /// queue offset `queue_offset`. Idempotent, as dispatch must be (DESIGN.md §11): an entry whose
-    /// log offset is not beyond the last entry's is skipped (`Ok(false)`). Otherwise
+    /// queue offset `queue_offset`. Idempotent, as dispatch must be (docs/DESIGN.md §11): an entry
+    /// whose log offset is not beyond the last entry's is skipped (`Ok(false)`). Otherwise
     /// `queue_offset` must be the queue's end (`max_offset`; any offset starts a queue that has no
     /// file yet: a queue rebuilt after retention keeps its numbering), else `Error::Corrupt` with
     /// `Corruption::QueueOffsetMismatch`. A full file rolls to a new one; a full disk fails that
@@ -547,7 +547,7 @@ impl ConsumeQueue {
         self.cut(&mut writer, queue_offset)
     }
 
-    /// Recovery after an unclean shutdown (DESIGN.md §11): checks the entries from
+    /// Recovery, at every open (docs/DESIGN.md §11): checks the entries from
     /// `from_queue_offset` (the entry for the store checkpoint: those below it were durable) and
     /// cuts the queue at the first one that is all zero or of size 0, whose log offset is not
     /// above the previous entry's, or that points at or past `log_next_offset` (the commit log,
@@ -611,7 +611,7 @@ impl ConsumeQueue {
         Ok(None)
     }
 
-    /// Retention (DESIGN.md §11): deletes whole files whose entries all point below
+    /// Retention (docs/DESIGN.md §11): deletes whole files whose entries all point below
     /// `log_start_offset` (records the commit log no longer holds), oldest first, never the
     /// active file (it carries the queue's numbering), and moves `min_offset` to the first entry
     /// at or above `log_start_offset`. Returns the number of files deleted. `min_offset` is not
@@ -1057,7 +1057,7 @@ mod tests {
         fill(&queue, 4..5);
     }
 
-    /// PITFALLS.md: an index that looked for its first zero entry mistook a legitimate 0 for
+    /// A known pitfall: an index that looked for its first zero entry mistook a legitimate 0 for
     /// empty, and could not reopen after one record. Log offset 0 is data; a size never is 0.
     #[test]
     fn one_entry_at_log_offset_zero_survives_a_reopen() {

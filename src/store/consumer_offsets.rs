@@ -1,7 +1,8 @@
-//! Consumer-group offsets (DESIGN.md §11): for each group, topic and queue, the next queue offset
-//! the group will consume. Kept in memory, written to `offsets.json` every `offsets_flush_ms`, at
-//! `flush_offsets()` and at close. A write replaces the file atomically and keeps the previous one
-//! as `offsets.json.bak`, so a torn or garbage `offsets.json` falls back to the last good copy.
+//! Consumer-group offsets (docs/DESIGN.md §11): for each group, topic and queue, the next queue
+//! offset the group will consume. Kept in memory, written to `offsets.json` every
+//! `offsets_flush_ms`, at `flush_offsets()` and at close. A write replaces the file atomically and
+//! keeps the previous one as `offsets.json.bak`, so a torn or garbage `offsets.json` falls back to
+//! the last good copy.
 //!
 //! ```text
 //! {"version": 1, "offsets": {"<group>": {"<topic>": {"<queue id>": <next queue offset>}}}}

@@ -1,4 +1,4 @@
-//! What the dispatcher hands on for each message of the commit log (DESIGN.md §11): a
+//! What the dispatcher hands on for each message of the commit log (docs/DESIGN.md §11): a
 //! `DispatchRequest` to every registered `Dispatch`, through outputs in the manner of Flink's
 //! `Output` — a broadcasting output calls each dispatcher in turn (the store's own consume-queue
 //! and index builders are dispatchers too), a counting output counts what passes through it.

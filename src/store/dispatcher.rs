@@ -1,8 +1,9 @@
-//! The dispatcher (RocketMQ's `ReputMessageService`, DESIGN.md §11): one thread follows the commit
-//! log's visible end with an owned cursor, waiting without polling, and hands each message to the
-//! store's output — a counting output around a broadcasting one holding the consume-queue builder,
-//! the index builder and the user's dispatchers. Dispatch is idempotent (a queue skips what it
-//! holds, the index what it indexed), so after a crash it restarts from the store checkpoint.
+//! The dispatcher (RocketMQ's `ReputMessageService`, docs/DESIGN.md §11): one thread follows the
+//! commit log's visible end with an owned cursor, waiting without polling, and hands each message
+//! to the store's output — a counting output around a broadcasting one holding the consume-queue
+//! builder, the index builder and the user's dispatchers. Dispatch is idempotent (a queue skips
+//! what it holds, the index what it indexed), so after a crash it restarts from the store
+//! checkpoint.
 //!
 //! Whoever holds the dispatch lock dispatches: the dispatcher thread, woken by the log when
 //! something becomes visible, or a `put` waiting for its own message (no hand-off between threads

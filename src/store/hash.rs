@@ -1,6 +1,7 @@
 //! FNV-1a 64 (Fowler–Noll–Vo, the "1a" variant, 64 bits): the hash of a consume-queue entry's tag
-//! (DESIGN.md §11, docs/FORMAT.md) and, in its low 32 bits, of an index file's key. Chosen because
-//! it is tiny, has published test vectors, and is stable forever: the hashes are stored on disk.
+//! (docs/DESIGN.md §11, docs/FORMAT.md) and, in its low 32 bits, of an index file's key. Chosen
+//! because it is tiny, has published test vectors, and is stable forever: the hashes are stored on
+//! disk.
 
 use crate::format::{CQ_TAG_HASH_NONE, CQ_TAG_HASH_OF_ZERO};
 

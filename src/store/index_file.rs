@@ -1,7 +1,7 @@
-//! The IndexFile (DESIGN.md §11; the bytes are in docs/FORMAT.md, "`.idx`"): RocketMQ's hash-slot
-//! index from a message key to the log offsets of the messages carrying it, one fixed-size file per
-//! stretch of the commit log, and [`IndexFiles`], the set of them in `<root>/index/` (RocketMQ's
-//! `IndexService`).
+//! The IndexFile (docs/DESIGN.md §11; the bytes are in docs/FORMAT.md, "`.idx`"): RocketMQ's
+//! hash-slot index from a message key to the log offsets of the messages carrying it, one
+//! fixed-size file per stretch of the commit log, and [`IndexFiles`], the set of them in
+//! `<root>/index/` (RocketMQ's `IndexService`).
 //!
 //! A put writes entry `n = index_count + 1` as `[key_hash][log_offset][time_diff_s][prev_entry]`,
 //! `prev_entry` being what the key's hash slot held, then points the slot at `n`: every slot heads
@@ -22,7 +22,7 @@
 //! one for the slot). A flush writes the entries and the changed pages of the slot table; the
 //! seal writes all and drops the table.
 //!
-//! Concurrency (DESIGN.md §5: bytes a reader may be reading are never modified while it reads
+//! Concurrency (docs/DESIGN.md §5: bytes a reader may be reading are never modified while it reads
 //! them): the active file's slots and newest entries change under puts, so a put and a query of
 //! the active file exclude each other (the file's `active` lock, held for a put's memory writes,
 //! or a query's walk). Entries are written to the file once, past those its queries read there.
@@ -1621,9 +1621,7 @@ mod tests {
         assert_eq!(all_in(&files, 1), [12, 13]);
     }
 
-    /// One writer puts (rolling files), readers query all the while: every result holds only
-    /// offsets put under the hash asked, in order, and every offset put before the query began.
-    /// PITFALLS.md: a failed fsync followed by one that succeeds proves nothing (the kernel may
+    /// A known pitfall: a failed fsync followed by one that succeeds proves nothing (the kernel may
     /// have dropped the pages, and reports the error once). A retried flush used to succeed and
     /// write a header counting the entries whose sync failed, and the store's checkpoint then
     /// skipped their redispatch after a crash.
@@ -1651,6 +1649,8 @@ mod tests {
         files.put(1, 2, T0).expect("put after a reopen");
     }
 
+    /// One writer puts (rolling files), readers query all the while: every result holds only
+    /// offsets put under the hash asked, in order, and every offset put before the query began.
     #[test]
     fn queries_during_puts_see_whole_entries() {
         const KEYS: u64 = 37;

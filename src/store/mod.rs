@@ -1,4 +1,4 @@
-//! The message store (RocketMQ's layer, DESIGN.md §11): topics and queues over one commit log.
+//! The message store (RocketMQ's layer, docs/DESIGN.md §11): topics and queues over one commit log.
 //!
 //! - `message_store`: `MessageStore`, open and close; `state`: what its calls and threads share; its calls by what
 //!   they do: `put`, `get` (and long polls), `lookup` (by key, by time); `recovery` (open),

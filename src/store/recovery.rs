@@ -1,7 +1,8 @@
-//! Opening a store (DESIGN.md §11): the commit log recovers first; then the index and the consume
-//! queues are loaded — rebuilt from the commit log if missing or damaged — and, after an unclean
-//! shutdown (`abort` present), checked from the store checkpoint on
-//! and cut where they stop matching the log; dispatch then reaches the log's end before `open`
+//! Opening a store (docs/DESIGN.md §11): the commit log recovers first; then the index and the
+//! consume queues are loaded — rebuilt from the commit log if missing or damaged. At every open,
+//! clean or not, each queue is checked from the store checkpoint on (and over its last three
+//! files) and cut where it stops matching the log; only after an unclean shutdown (`abort`
+//! present) is the index checked and cut too. Dispatch then reaches the log's end before `open`
 //! returns, retention's leftovers are deleted, and consumer offsets past a queue's end clamped.
 
 use std::path::Path;
@@ -161,9 +162,9 @@ const CHECKED_FILES: u64 = 3;
 
 /// Checks every queue from its entry for `from` (the store checkpoint: entries below it were
 /// durable), and at least its last [`CHECKED_FILES`] files, and cuts it at its first entry that
-/// does not fit the log (DESIGN.md §11): zero, not above the previous entry's log offset, or at or
-/// past `log_next`. A cut queue is refilled by dispatch: returns the log offset it must start from
-/// (after the last entry a cut queue kept; 0 if one kept none), if any queue was cut.
+/// does not fit the log (docs/DESIGN.md §11): zero, not above the previous entry's log offset, or
+/// at or past `log_next`. A cut queue is refilled by dispatch: returns the log offset it must start
+/// from (after the last entry a cut queue kept; 0 if one kept none), if any queue was cut.
 fn check_queues(queues: &Queues, from: u64, log_next: u64, entries_per_file: u64) -> StoreResult<Option<u64>> {
     let mut refill_from: Option<u64> = None;
     for (topic, queue_id, queue) in queues.all() {

@@ -1,6 +1,6 @@
-//! The `cleaner-checkpoint` file (DESIGN.md §3): the offset below which the log was last cleaned,
-//! so the next pass maps only what was appended since. Losing it costs work, never data: a missing
-//! or damaged file means "nothing is clean yet".
+//! The `cleaner-checkpoint` file (docs/DESIGN.md §3): the offset below which the log was last
+//! cleaned, so the next pass maps only what was appended since. Losing it costs work, never data: a
+//! missing or damaged file means "nothing is clean yet".
 
 use std::path::Path;
 

@@ -1,4 +1,4 @@
-//! Compaction (DESIGN.md §10, Kafka's log cleaner): keeps the latest record per key in sealed
+//! Compaction (docs/DESIGN.md §10, Kafka's log cleaner): keeps the latest record per key in sealed
 //! segments. A pass maps key → latest offset over the dirty segments (those after the cleaner
 //! checkpoint) as far as `cleaner_dedupe_bytes` allows, rewrites every sealed segment up to there
 //! in groups of at most `segment_bytes` as `.cleaned` files, and swaps them in: `.cleaned` →
@@ -320,7 +320,7 @@ impl LogState {
         }
     }
 
-    /// The swap (DESIGN.md §10), under the structure lock. Abandons the pass (output deleted,
+    /// The swap (docs/DESIGN.md §10), under the structure lock. Abandons the pass (output deleted,
     /// nothing changed) if a segment it read is no longer the log's; a failure once files started
     /// moving poisons the log (reopening completes or discards the swap).
     /// The cleaner checkpoint moves to `end_offset` under the same lock, so a truncation waiting
@@ -334,7 +334,7 @@ impl LogState {
         self.check_writable()?;
         crash_point!("cleaner_after_cleaned");
         // From the first rename on, the files are the swap's: a failure or a panic poisons the log
-        // and the next open completes or discards the swap (DESIGN.md §10).
+        // and the next open completes or discards the swap (docs/DESIGN.md §10).
         let outputs = written.into_swapped();
         let swapped =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.swap_files(&structure, sources, &outputs)))
@@ -388,7 +388,7 @@ impl LogState {
             .map(|o| Arc::new(LogSegment::open_sealed(&self.dir, o.base, o.len, o.end, &self.config)))
             .collect();
         // One step for readers: no lookup sees the map between a source leaving and its
-        // replacement arriving (DESIGN.md §10).
+        // replacement arriving (docs/DESIGN.md §10).
         self.segments.edit(structure, |map| {
             for source in sources {
                 map.remove(source);

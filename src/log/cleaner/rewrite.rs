@@ -1,4 +1,4 @@
-//! Rewriting one batch for the cleaner (DESIGN.md §10): the kept records' bytes are copied
+//! Rewriting one batch for the cleaner (docs/DESIGN.md §10): the kept records' bytes are copied
 //! verbatim (the batch keeps its base offset, base timestamp and last offset delta, so every
 //! record's deltas stay right), bit 4 is set and the CRC recomputed, also for a batch copied whole:
 //! a normal batch after a dropped one would break the expected-offset rule.

@@ -28,7 +28,8 @@ pub(crate) struct Loaded {
 
 /// Where the valid data of a read-only log's last segment ended at open. Damage from there on may
 /// be a live writer's batch in progress (or a tail a truncation is cutting): it is the end of the
-/// log unless the recovery point, read again when a read reaches it, is past it (DESIGN.md §3, §7).
+/// log unless the recovery point, read again when a read reaches it, is past it
+/// (docs/DESIGN.md §3, §7).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct LiveTail {
     pub path: PathBuf,

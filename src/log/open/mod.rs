@@ -1,7 +1,7 @@
-//! Opening a log directory: the load procedure of DESIGN.md §7 (Kafka's `LogLoader`). Each step is
-//! a small function and logs what it changed; the unclean-shutdown scan is in `recover.rs`, the
-//! completion or undoing of compaction swaps in `swap.rs`. Dependencies point one way: this file
-//! uses `recover` and `swap`, which use only `files` and `loaded`.
+//! Opening a log directory: the load procedure of docs/DESIGN.md §7 (Kafka's `LogLoader`). Each
+//! step is a small function and logs what it changed; the unclean-shutdown scan is in `recover.rs`,
+//! the completion or undoing of compaction swaps in `swap.rs`. Dependencies point one way: this
+//! file uses `recover` and `swap`, which use only `files` and `loaded`.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -28,9 +28,9 @@ mod swap;
 use files::{SegmentFile, dir_names, has_kept_suffix, is_corrupt_copy, list_segments, remove_logged, segment_files};
 use loaded::{Access, LiveTail, Loaded, RecoveryReport, open_segments, recovery_point_now, scan_file};
 
-/// Runs DESIGN.md §7 steps 1–5 on a locked directory. An open refused for damage or a foreign file
-/// (`Error::Corrupt`, decided before any segment changed) puts the clean-shutdown marker back: a
-/// failed open changes nothing a later one relies on.
+/// Runs docs/DESIGN.md §7 (steps 1–6) on a locked directory. An open refused for damage or a
+/// foreign file (`Error::Corrupt`, decided before any segment changed) puts the clean-shutdown
+/// marker back: a failed open changes nothing a later one relies on.
 pub(crate) fn load(dir: &Path, config: &LogConfig) -> Result<Loaded> {
     let marker_path = dir.join(CLEAN_SHUTDOWN_FILE);
     let marker_bytes = storage::read_if_exists(&marker_path)?;
@@ -108,9 +108,9 @@ fn load_marked(dir: &Path, config: &LogConfig) -> Result<Loaded> {
     Ok(loaded)
 }
 
-/// A read-only open (DESIGN.md §3): no lock, nothing changed, files read with `pread`; the end of
-/// the valid data in the last segment is the end of the log (on a live log, a torn tail is a batch
-/// still being written).
+/// A read-only open (docs/DESIGN.md §3): no lock, nothing changed, files read with `pread`; the end
+/// of the valid data in the last segment is the end of the log (on a live log, a torn tail is a
+/// batch still being written).
 ///
 /// The last segment's valid data ends the log, unless the recovery point says records past it were
 /// durable: then the log ends at the recovery point, and a read reaching the damage gets
@@ -273,9 +273,9 @@ fn remove_leftovers(dir: &Path, names: &[String], report: &mut RecoveryReport) -
     Ok(deleted)
 }
 
-/// An empty `.log` that is not the last segment is foreign (DESIGN.md §4): a roll never leaves an
-/// empty segment behind another. `Strict`: the open fails naming it; `TruncateCorrupt`: it is set
-/// aside as `.foreign`. (One whose base falls inside the previous segment's offsets is found by
+/// An empty `.log` that is not the last segment is foreign (docs/DESIGN.md §4): a roll never leaves
+/// an empty segment behind another. `Strict`: the open fails naming it; `TruncateCorrupt`: it is
+/// set aside as `.foreign`. (One whose base falls inside the previous segment's offsets is found by
 /// the recovery scan.)
 fn set_aside_empty_foreign(
     dir: &Path,
@@ -296,7 +296,7 @@ fn set_aside_empty_foreign(
 /// Step 2: a `reset_at(offset)` wrote its checkpoint (start = recovery point = `offset`, the reset
 /// pending) and then crashed before it finished: every segment is of the old log. Completing it
 /// (deleting them; the log restarts empty at `offset`) gives the new state, never a mix of old
-/// records above the new start (DESIGN.md §9).
+/// records above the new start (docs/DESIGN.md §9).
 fn complete_reset(dir: &Path, names: &[String], offset: u64, report: &mut RecoveryReport) -> Result<()> {
     tracing::warn!(dir = %dir.display(), offset, "completing a reset a crash interrupted");
     for name in names {

@@ -1,6 +1,7 @@
-//! Recovery after an unclean shutdown (DESIGN.md §7 step 4): validate batch by batch from the
-//! segment holding the recovery point, decide where the log ends, and only then change anything:
-//! cut the log there (§9, recovery form: `set_len`, fsync) and rebuild the scanned indexes.
+//! Recovery after an unclean shutdown (docs/DESIGN.md §7 step 5): validate batch by batch from the
+//! segment holding the recovery point (under `TruncateCorrupt`, the log start), decide where the
+//! log ends, and only then change anything: cut the log there (§9, recovery form: `set_len`,
+//! fsync) and rebuild the scanned indexes.
 
 use std::ops::ControlFlow;
 
@@ -25,7 +26,8 @@ use crate::storage::{self, MappedFile};
 struct End {
     /// The segments kept, each with its scan; the last one holds the end.
     kept: Vec<(SegmentFile, Scan)>,
-    /// Foreign files found among them (DESIGN.md §4), to be set aside (`TruncateCorrupt` only).
+    /// Foreign files found among them (docs/DESIGN.md §4), to be set aside (only under
+    /// `TruncateCorrupt`).
     foreign: Vec<SegmentFile>,
     /// Files looked at: the kept ones and the foreign ones.
     consumed: usize,
@@ -45,16 +47,16 @@ pub(crate) fn recover(
     report: &mut RecoveryReport,
 ) -> Result<Loaded> {
     // A normal open scans from the segment holding the recovery point (older ones were sealed,
-    // hence durable, and are checked at first read: KAFKA-7283). `strata recover --force` scans
-    // every segment: damage anywhere is cut there.
+    // hence durable, and are checked at first read: Kafka's KAFKA-7283). `strata recover --force`
+    // scans from the segment holding the log start offset: damage anywhere in the log is cut there.
     let mut first = match config.recovery {
         // Records below the log start offset are deleted anyway: from the segment holding it.
         RecoveryMode::TruncateCorrupt => files.iter().rposition(|f| f.base <= log_start).unwrap_or(0),
         RecoveryMode::Strict => files.iter().rposition(|f| f.base <= recovery_point).unwrap_or(0),
     };
     // The first segment scanned must continue the one before it; if it does not (a foreign file,
-    // or data missing), scan that one too, so the scan can tell which (DESIGN.md §4). Below the
-    // segment holding the log start offset, only if the one before holds records at or past the
+    // or data missing), scan that one too, so the scan can tell which (docs/DESIGN.md §4). Below
+    // the segment holding the log start offset, only if the one before holds records at or past the
     // start (two files overlapping there: one is foreign); an overlap of deleted records alone is
     // no part of the log.
     let start_segment = files.iter().rposition(|f| f.base <= log_start).unwrap_or(0);
@@ -124,8 +126,9 @@ fn remove_segments(dir: &Path, removed: &[SegmentFile], config: &LogConfig, repo
     Ok(())
 }
 
-/// A foreign `.log` (DESIGN.md §4): in `Strict` mode the open fails naming it, and nothing changes;
-/// under `TruncateCorrupt` the caller sets it aside. A healthy segment is never blamed for it.
+/// A foreign `.log` (docs/DESIGN.md §4): in `Strict` mode the open fails naming it, and nothing
+/// changes; under `TruncateCorrupt` the caller sets it aside. A healthy segment is never blamed for
+/// it.
 pub(crate) fn foreign_found(dir: &Path, file: SegmentFile, why: &'static str, config: &LogConfig) -> Result<()> {
     let path = SegmentPaths::new(dir, file.base).log;
     tracing::warn!(file = %path.display(), why, "foreign segment file");
@@ -310,8 +313,8 @@ fn apply(
         crash_point!("after_index_rebuild");
         if is_last {
             // The segment the log continues in: cut it at its valid end and re-extend it with
-            // zeros (DESIGN.md §9, recovery form), so even after a crash right here it still looks
-            // like an active segment and never like a sealed one that lost data.
+            // zeros (docs/DESIGN.md §9, recovery form), so even after a crash right here it still
+            // looks like an active segment and never like a sealed one that lost data.
             if scan.valid_len != file.len {
                 report.bytes_truncated += cut_data(dir, file, &scan)? - scan.valid_len;
             }
@@ -370,7 +373,7 @@ fn sync_file(dir: &Path, base: u64) -> Result<()> {
 }
 
 /// Deletes a segment after the end of the recovered log, counting the valid records and the bytes it
-/// held. Under `TruncateCorrupt` a segment holding data is kept as `.corrupt` instead.
+/// held. Under `TruncateCorrupt` a segment holding data is kept, renamed `.removed`, instead.
 pub(crate) fn remove_segment(
     dir: &Path,
     file: SegmentFile,

@@ -32,7 +32,8 @@ pub struct RecoveryReport {
     /// `.removed` (healthy files: their records are lost from the log, not damaged).
     pub files_kept_removed: Vec<PathBuf>,
     /// Foreign files set aside as `.foreign` (only with `RecoveryMode::TruncateCorrupt`): `.log`
-    /// files that did not belong to the log (DESIGN.md §4), with their index files.
+    /// files that did not belong to the log (an empty one that is not the last, or one whose base
+    /// falls inside the previous segment's offsets), with their index files.
     pub files_kept_foreign: Vec<PathBuf>,
     /// Records below the recovery point (acknowledged as durable) that were lost. Normally 0; only
     /// `RecoveryMode::TruncateCorrupt` accepts a loss.

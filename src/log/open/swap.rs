@@ -1,4 +1,4 @@
-//! Compaction leftovers at open (DESIGN.md §7 step 2, §10). `.cleaned` files are incomplete
+//! Compaction leftovers at open (docs/DESIGN.md §7 step 2, §10). `.cleaned` files are incomplete
 //! cleaner output; `.swap` files are complete output waiting to replace the segments they cover.
 //! Swap groups are renamed from `.cleaned` to `.swap` in descending offset order, so a `.swap`
 //! at or above the smallest `.cleaned` base belongs to an interrupted rename pass and is discarded
