@@ -22,11 +22,20 @@ const DAY_MS: u64 = 24 * 60 * 60 * 1000;
 /// ```
 #[derive(Debug, Clone)]
 pub struct LogConfig {
-    /// Size a segment is preallocated to and rolled at. Default 1 GiB; at most 2 GiB, at least 128 B.
-    /// A batch larger than this gets a segment of its own.
+    /// Size a segment is preallocated to and rolled at. Default 128 MiB; at most 2 GiB, at least
+    /// 128 B. A batch larger than this gets a segment of its own.
+    ///
+    /// Preallocation reserves real blocks (a full disk is then an error at a roll, never a fault
+    /// in a mapped read), so an open log holds this much disk for its active segment, and up to
+    /// as much again for the next one, preallocated in the background as the active one fills
+    /// (`preallocate`). 128 MiB rather than Kafka's 1 GiB: an embedded process often opens several
+    /// logs, and a log of many segments is cheap here (sealed segments hold no descriptor, and
+    /// their maps are budgeted).
     pub segment_bytes: u64,
     /// Size each `.index` and `.timeindex` is preallocated to; a full index rolls the segment.
-    /// Default 10 MiB.
+    /// Default 1 MiB: room for 87,000 time-index entries, so with the default
+    /// `index_interval_bytes` (an entry at most every 4 KiB) segments of up to about 340 MiB never
+    /// roll early; raise it with `segment_bytes` (Kafka's default ratio is 1 to 100).
     pub index_bytes: u64,
     /// Bytes of batches between two sparse index entries. Default 4096.
     pub index_interval_bytes: u64,
@@ -76,7 +85,7 @@ pub struct LogConfig {
     /// `Error::Busy`. Default 10 s.
     pub truncate_wait_ms: u64,
     /// `Delete` (the default: only retention removes records) or `Compact` (a cleaner thread also
-    /// keeps just the latest record per key in sealed segments, DESIGN.md §10). Retention applies
+    /// keeps just the latest record per key in sealed segments). Retention applies
     /// under both when set.
     pub cleanup_policy: CleanupPolicy,
     /// How long a tombstone (a key with no value) survives compaction, counted from its timestamp,
@@ -102,7 +111,8 @@ pub struct LogConfig {
     /// A budget for the memory the log's sealed files keep mapped, shared with any other log or
     /// store given the same budget ([`MapBudget`]): least-recently-read sealed files are unmapped
     /// to stay within it, and the log's active files count against its `max_open_files`. `None`
-    /// (the default): no limit.
+    /// (the default): the process's shared default budget, [`MapBudget::process_default`], which
+    /// keeps every log opened without one under half of `vm.max_map_count`.
     pub map_budget: Option<MapBudget>,
 }
 
@@ -118,7 +128,7 @@ pub enum ReadPath {
     Pread,
 }
 
-/// What removes records besides explicit calls (DESIGN.md §9, §10).
+/// What removes records besides explicit calls: retention, and under `Compact` compaction.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum CleanupPolicy {
     /// Records leave only by retention, `delete_records_before` or truncation.
@@ -128,7 +138,7 @@ pub enum CleanupPolicy {
     Compact,
 }
 
-/// When appended records are made durable (DESIGN.md §8).
+/// When appended records are made durable.
 ///
 /// `Always` is the default: an append returns once fsynced, and concurrent appenders share each
 /// fsync (group commit). To trade durability for throughput, choose `EveryInterval` (at most `ms`
@@ -169,8 +179,8 @@ pub enum RecoveryMode {
 impl Default for LogConfig {
     fn default() -> LogConfig {
         LogConfig {
-            segment_bytes: GIB,
-            index_bytes: 10 * MIB,
+            segment_bytes: 128 * MIB,
+            index_bytes: MIB,
             index_interval_bytes: 4 * KIB,
             segment_ms: 7 * DAY_MS,
             max_batch_bytes: MIB,
@@ -200,6 +210,12 @@ impl Default for LogConfig {
 }
 
 impl LogConfig {
+    /// The map budget the log is under: its own, or the process's default.
+    pub(crate) fn budget_or_default(self) -> LogConfig {
+        let budget = self.map_budget.unwrap_or_else(MapBudget::process_default);
+        LogConfig { map_budget: Some(budget), ..self }
+    }
+
     /// Checks every field; called by `Log::open`.
     pub fn validate(&self) -> Result<()> {
         check("segment_bytes", self.segment_bytes, MIN_SEGMENT_BYTES, MAX_SEGMENT_BYTES)?;

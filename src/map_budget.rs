@@ -1,4 +1,4 @@
-//! `MapBudget` (issue 14, DESIGN.md §12): a budget for mapped memory with the Linux zone
+//! `MapBudget` (docs/DESIGN.md §12): a budget for mapped memory with the Linux zone
 //! watermarks `min < low < high`, counted in two resources, mapped bytes and maps (a process may
 //! hold at most `vm.max_map_count` maps). The budget is *below* a watermark when either
 //! resource's free share is.
@@ -183,6 +183,35 @@ impl MapBudget {
     pub fn new(config: MapBudgetConfig) -> Result<MapBudget> {
         config.validate(max_map_count())?;
         Ok(MapBudget::with_events(config, Some(EventManager::start("strata-map-budget")?)))
+    }
+
+    /// The budget every log and store opened without one (`LogConfig::map_budget: None`) shares:
+    /// one per process, as `vm.max_map_count` is, made at the first open that asks for it. Its
+    /// caps keep such logs at most half of `vm.max_map_count` (and at most 32,768 maps), so a
+    /// process reading tens of thousands of segments never runs out of maps, for its own opens
+    /// or anything else's (an allocator or a thread stack maps too); its byte budget is 16 GiB;
+    /// it does not limit descriptors (the system's limit applies). Give a log its own
+    /// [`MapBudget`] to size or share it differently; this one's [`MapBudget::metrics`] show what
+    /// the defaulted logs hold.
+    pub fn process_default() -> MapBudget {
+        static DEFAULT: std::sync::OnceLock<MapBudget> = std::sync::OnceLock::new();
+        DEFAULT.get_or_init(|| MapBudget::for_max_map_count(max_map_count())).clone()
+    }
+
+    /// The default budget for a process allowed `max_map_count` maps. If its background thread
+    /// cannot start, reclaim happens only in the callers (direct reclaim), which keeps the caps.
+    fn for_max_map_count(max_map_count: u64) -> MapBudget {
+        let config = MapBudgetConfig {
+            max_mapped_bytes: 16 << 30,
+            max_maps: (max_map_count / 2).clamp(1, 32_768),
+            max_open_files: u64::MAX,
+            ..MapBudgetConfig::default()
+        };
+        debug_assert!(config.validate(max_map_count.max(2)).is_ok(), "the default budget fits the process");
+        let events = EventManager::start("strata-map-budget")
+            .inspect_err(|error| tracing::warn!(%error, "the default map budget reclaims in the callers only"))
+            .ok();
+        MapBudget::with_events(config, events)
     }
 
     #[cfg(test)]
@@ -557,6 +586,17 @@ mod tests {
         budget.close_file();
         budget.open_file().expect("room again");
         assert_eq!(budget.metrics().open_files, 2);
+    }
+
+    #[test]
+    fn the_process_default_takes_half_the_maps_a_process_may_hold() {
+        for (max_map_count, expected) in [(65_530, 32_765), (262_144, 32_768), (1_000, 500)] {
+            let budget = MapBudget::for_max_map_count(max_map_count);
+            assert_eq!(budget.config().max_maps, expected, "vm.max_map_count {max_map_count}");
+            budget.config().validate(max_map_count).expect("valid");
+        }
+        let shared = MapBudget::process_default();
+        assert!(Arc::ptr_eq(&shared.inner, &MapBudget::process_default().inner), "one per process");
     }
 
     #[test]

@@ -112,7 +112,8 @@ fn chattr(flag: &str, dir: &std::path::Path) {
 fn a_failed_allocation_takes_no_space() {
     let mount = Mount::new(32, None);
     let dir = mount.path().join("log");
-    let config = LogConfig { segment_bytes: 1 << 20, file_delete_delay_ms: 0, ..LogConfig::default() };
+    let config =
+        LogConfig { segment_bytes: 1 << 20, index_bytes: 10 << 20, file_delete_delay_ms: 0, ..LogConfig::default() };
     let log = Log::open(&dir, LogConfig { index_bytes: 64 << 10, ..config.clone() }).unwrap();
     for i in 0..100 {
         log.append(&[Record::new(&record(i))]).unwrap();

@@ -35,7 +35,7 @@ pub struct ChannelConfig {
     /// segments, `Log::delete_records_before`). Default 1,000 ms.
     pub delete_interval_ms: u64,
     /// The channel's log (`<dir>/log/`). Default `LogConfig::default()` with 64 MiB segments
-    /// instead of 1 GiB: a staging buffer holds little and its taken segments are deleted, so a
+    /// instead of 128 MiB: a staging buffer holds little and its taken segments are deleted, so a
     /// large preallocated segment is mostly empty disk. Durability is promised under
     /// `FlushPolicy::Always` (the default); see [`Channel`](crate::Channel) for what the others
     /// risk. Its cleanup policy must be `Delete` and it must have no retention: the channel

@@ -18,7 +18,7 @@ use crate::store::metrics::StoreMetrics;
 use crate::store::state::StoreInner;
 use crate::store::{background, recovery};
 
-/// A message store (RocketMQ's layer, DESIGN.md §11): topics and queues over one commit log.
+/// A message store (RocketMQ's layer): topics and queues over one commit log.
 ///
 /// Producers [`put`](MessageStore::put) messages for any topic and queue into one shared commit
 /// log; a dispatcher thread builds, per topic and queue, a consume queue, and an index by key;
@@ -57,15 +57,17 @@ const _: () = {
 };
 
 impl MessageStore {
-    /// Opens the store in `root` (created if missing), recovering it if the last run did not
-    /// close it (DESIGN.md §11): the commit log recovers first, then each consume queue and the
-    /// newest index file are checked from the store checkpoint on and cut where they stop
-    /// matching the log, and dispatch reaches the log's end before `open` returns. A deleted or
-    /// damaged `consumequeue/` or `index/` is rebuilt from the commit log (logged).
+    /// Opens the store in `root` (created if missing), recovering what the last run left: the
+    /// commit log recovers first; at every open each consume queue is checked from the store
+    /// checkpoint on (and over its last three files) and cut where it stops matching the log, and
+    /// if the last run did not close the store, so is the newest index file; dispatch reaches the
+    /// log's end before `open` returns. A deleted or damaged `consumequeue/` or `index/` is
+    /// rebuilt from the commit log (logged).
     ///
     /// Errors: `Error::InvalidConfig`, `Error::Locked` if another store or log has it open, and
     /// the log's errors.
     pub fn open(root: impl AsRef<Path>, config: StoreConfig) -> StoreResult<MessageStore> {
+        let config = StoreConfig { log: config.log.budget_or_default(), ..config };
         let inner = recovery::open(root.as_ref(), config)?;
         let inner = Arc::new(inner);
         let events = EventManager::start("strata-store")?;
