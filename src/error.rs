@@ -22,7 +22,8 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
-    /// Stored data failed a validity check (DESIGN.md §4, §6).
+    /// Stored data failed a validity check (a batch's CRC, structure or expected offset, an index's
+    /// sanity check, a state file's checksum).
     #[error("corrupt {path} at position {position}: {reason}")]
     Corrupt {
         /// The damaged file.
@@ -59,6 +60,17 @@ pub enum Error {
     NotADirectory {
         /// The offending path.
         path: PathBuf,
+    },
+    /// The directory was written by a newer build of strata: its `log.meta` names a format
+    /// version or a format feature this build does not know. Nothing was changed; open it with a
+    /// build that knows the format (reading on would risk taking data it cannot decode for a torn
+    /// tail and cutting it).
+    #[error("{path}: {what}; this build of strata does not know it and changed nothing (open it with a newer build)")]
+    UnsupportedFormat {
+        /// The `log.meta` file.
+        path: PathBuf,
+        /// What is unknown, e.g. "format version 3 (this build reads up to 1)".
+        what: String,
     },
     /// A configuration value is out of range.
     #[error("invalid config {field}: {reason}")]
@@ -145,8 +157,9 @@ pub enum Error {
         /// The limit.
         max_open_files: u64,
     },
-    /// Readers kept the segment a truncation must change busy past `truncate_wait_ms`; nothing
-    /// was changed.
+    /// Readers kept the segment a truncation must change busy past `truncate_wait_ms`; no record
+    /// was removed and no segment changed (only the checkpoint's recovery point stays lowered to
+    /// the cut, harmlessly, until the next checkpoint write raises it).
     #[error("readers kept the log busy for {waited:?}; nothing was truncated")]
     Busy {
         /// How long the truncation waited.

@@ -1,8 +1,8 @@
 //! Every magic number, version, size, field position and file suffix of the on-disk format
-//! (DESIGN.md §3–§6, docs/FORMAT.md). All integers on disk are big-endian. Positions are derived from
-//! the previous field so a change to one field cannot silently misplace the others.
+//! (docs/DESIGN.md §3–§6, docs/FORMAT.md). All integers on disk are big-endian. Positions are
+//! derived from the previous field so a change to one field cannot silently misplace the others.
 
-// ---- Record batch (DESIGN.md §4) -----------------------------------------------------------------
+// ---- Record batch (docs/DESIGN.md §4) ------------------------------------------------------------
 
 /// Position of `base_offset u64`.
 pub const BASE_OFFSET_POS: usize = 0;
@@ -49,14 +49,14 @@ pub const NULL_LENGTH: i64 = -1;
 /// The longest zig-zag varint (a 64-bit value).
 pub const MAX_VARINT_LEN: usize = 10;
 
-// ---- Segments (DESIGN.md §5) ---------------------------------------------------------------------
+// ---- Segments (docs/DESIGN.md §5) ----------------------------------------------------------------
 
 /// Largest segment: positions inside a segment are u32 and must stay below 2³¹ + 1.
 pub const MAX_SEGMENT_BYTES: u64 = 2 << 30;
 /// Smallest segment the config accepts (tests use tiny segments to force many rolls).
 pub const MIN_SEGMENT_BYTES: u64 = 128;
 
-// ---- Sparse indexes (DESIGN.md §6) ---------------------------------------------------------------
+// ---- Sparse indexes (docs/DESIGN.md §6) ----------------------------------------------------------
 
 /// `.index` entry: `[relative_offset u32][position u32]`.
 pub const OFFSET_INDEX_ENTRY_LEN: usize = 4 /* relative_offset */ + 4 /* position */;
@@ -65,7 +65,7 @@ const _: () = assert!(OFFSET_INDEX_ENTRY_LEN == 8);
 pub const TIME_INDEX_ENTRY_LEN: usize = 8 /* timestamp_ms */ + 4 /* relative_offset */;
 const _: () = assert!(TIME_INDEX_ENTRY_LEN == 12);
 
-// ---- checkpoint (DESIGN.md §3) -------------------------------------------------------------------
+// ---- checkpoint (docs/DESIGN.md §3) --------------------------------------------------------------
 
 /// Magic of the `checkpoint` file (each slot of version 2; the whole file of version 1).
 pub const CHECKPOINT_MAGIC: [u8; 4] = *b"SLCP";
@@ -111,7 +111,7 @@ pub const CHECKPOINT_V1_CRC_POS: usize = CHECKPOINT_V1_RECOVERY_POINT_POS + 8;
 pub const CHECKPOINT_V1_LEN: usize = CHECKPOINT_V1_CRC_POS + 4;
 const _: () = assert!(CHECKPOINT_V1_CRC_POS == 22 && CHECKPOINT_V1_LEN == 26);
 
-// ---- .clean-shutdown (DESIGN.md §3) --------------------------------------------------------------
+// ---- .clean-shutdown (docs/DESIGN.md §3) ---------------------------------------------------------
 
 /// Position of `next_offset u64` in `.clean-shutdown`.
 pub const CLEAN_NEXT_OFFSET_POS: usize = 0;
@@ -125,7 +125,7 @@ pub const CLEAN_CRC_POS: usize = CLEAN_ACTIVE_LEN_POS + 4;
 pub const CLEAN_SHUTDOWN_LEN: usize = CLEAN_CRC_POS + 4;
 const _: () = assert!(CLEAN_SHUTDOWN_LEN == 24);
 
-// ---- cleaner-checkpoint (DESIGN.md §3) -----------------------------------------------------------
+// ---- cleaner-checkpoint (docs/DESIGN.md §3) ------------------------------------------------------
 
 /// Magic of the `cleaner-checkpoint` file.
 pub const CLEANER_CHECKPOINT_MAGIC: [u8; 4] = *b"SLCC";
@@ -136,7 +136,37 @@ pub const CLEANER_CHECKPOINT_VERSION: u16 = 1;
 pub const VALUE_FILE_LEN: usize = 4 + 2 + 8 + 4;
 const _: () = assert!(VALUE_FILE_LEN == 18);
 
-// ---- Message store files (DESIGN.md §11) ---------------------------------------------------------
+// ---- log.meta (docs/DESIGN.md §3) ----------------------------------------------------------------
+
+/// The file that records what a log directory is: the format version and features its files use,
+/// and the parameters its segments and indexes are made with (segment size, index size, index
+/// interval), so every tool that rebuilds a file builds it as the log would.
+pub const META_FILE: &str = "log.meta";
+/// Magic of `log.meta`.
+pub const META_MAGIC: [u8; 4] = *b"SLMD";
+/// The format version this build writes and the newest it reads. A directory whose `log.meta`
+/// names a newer version was written by a newer build: it is refused at open, never guessed at.
+pub const META_VERSION: u16 = 1;
+/// Position of `version u16`.
+pub const META_VERSION_POS: usize = META_MAGIC.len();
+/// Position of `features u64`: a bit per optional format feature in use. A bit this build does not
+/// know refuses the directory at open. No feature is defined yet.
+pub const META_FEATURES_POS: usize = META_VERSION_POS + 2;
+/// Position of `segment_bytes u64`.
+pub const META_SEGMENT_BYTES_POS: usize = META_FEATURES_POS + 8;
+/// Position of `index_bytes u64`.
+pub const META_INDEX_BYTES_POS: usize = META_SEGMENT_BYTES_POS + 8;
+/// Position of `index_interval_bytes u64`.
+pub const META_INDEX_INTERVAL_POS: usize = META_INDEX_BYTES_POS + 8;
+/// Position of `crc u32` of the bytes before it.
+pub const META_CRC_POS: usize = META_INDEX_INTERVAL_POS + 8;
+/// Size of `log.meta`.
+pub const META_LEN: usize = META_CRC_POS + 4;
+const _: () = assert!(META_CRC_POS == 38 && META_LEN == 42);
+/// The format features this build knows (`features` bits): none yet.
+pub const META_KNOWN_FEATURES: u64 = 0;
+
+// ---- Message store files (docs/DESIGN.md §11) ----------------------------------------------------
 
 /// Position of `log_offset u64` in a ConsumeQueue (`.cq`) entry: the commit-log offset of the
 /// message (an offset, not a byte position: it stays valid across retention and compaction).
@@ -193,7 +223,7 @@ const _: () = assert!(INDEX_FILE_ENTRY_LEN == 20);
 /// IndexFile name suffix: `<root>/index/<20-digit begin_log_offset>.idx`.
 pub const INDEX_FILE_SUFFIX: &str = ".idx";
 
-// ---- File names (DESIGN.md §3) -------------------------------------------------------------------
+// ---- File names (docs/DESIGN.md §3) --------------------------------------------------------------
 
 /// Segment data file suffix.
 pub const LOG_SUFFIX: &str = ".log";
@@ -235,7 +265,7 @@ pub const STORE_COMMIT_LOG_DIR: &str = "commitlog";
 pub const STORE_CONSUME_QUEUE_DIR: &str = "consumequeue";
 /// The message store's index files (`<root>/index/`).
 pub const STORE_INDEX_DIR: &str = "index";
-/// Record headers the message store writes on each message (DESIGN.md §11, docs/FORMAT.md
+/// Record headers the message store writes on each message (docs/DESIGN.md §11, docs/FORMAT.md
 /// "Message records"). A user property may not take a name with this prefix.
 pub const MESSAGE_HEADER_PREFIX: &str = "strata.";
 /// The topic, UTF-8.
@@ -253,7 +283,7 @@ pub const MESSAGE_BORN_HEADER: &str = "strata.born";
 /// The longest topic name, in bytes (a topic names a directory).
 pub const MAX_TOPIC_LEN: usize = 127;
 const _: () = assert!(MESSAGE_TOPIC_HEADER.len() > MESSAGE_HEADER_PREFIX.len());
-/// A channel's log directory (`<dir>/log/`, DESIGN.md §12).
+/// A channel's log directory (`<dir>/log/`, docs/DESIGN.md §12).
 pub const CHANNEL_LOG_DIR: &str = "log";
 /// The record key of a channel's take record (docs/FORMAT.md "Channel records"); a put event's
 /// record has no key.

@@ -12,8 +12,8 @@ use crate::config::{LogConfig, ReadPath};
 use crate::error::{Corruption, Error, Result};
 use crate::format::{
     CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, CLEANER_CHECKPOINT_FILE, CORRUPT_SUFFIX, DELETED_SUFFIX,
-    FOREIGN_SUFFIX, INDEX_SUFFIX, LOCK_FILE, LOG_SUFFIX, REMOVED_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TMP_SUFFIX,
-    parse_file_name,
+    FOREIGN_SUFFIX, INDEX_SUFFIX, LOCK_FILE, LOG_SUFFIX, META_FILE, REMOVED_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
+    TMP_SUFFIX, parse_file_name,
 };
 use crate::log::index::{IndexEntry, check_entries};
 use crate::log::walk::{BatchPos, Stop, walk_file};
@@ -137,6 +137,15 @@ pub enum Dump {
         /// Why it is not.
         damage: Option<Damage>,
     },
+    /// The `log.meta` file.
+    Meta {
+        /// The file.
+        path: PathBuf,
+        /// Its contents, if valid.
+        meta: Option<crate::log::meta::LogMeta>,
+        /// Why it is not.
+        damage: Option<Damage>,
+    },
     /// Any other file: its length only.
     Other {
         /// The file.
@@ -245,6 +254,11 @@ fn dump_file_once(path: &Path, options: &DumpOptions, shown: &mut u64) -> Result
             let (cleaned_up_to, damage) = decoded(bytes, crate::log::cleaner_checkpoint_decode);
             Dump::CleanerCheckpoint { path: path_buf, cleaned_up_to, damage }
         }
+        (META_FILE, _) => {
+            let bytes = std::fs::read(path).map_err(Error::io("read", path))?;
+            let (meta, damage) = decoded(bytes, crate::log::meta::LogMeta::decode);
+            Dump::Meta { path: path_buf, meta, damage }
+        }
         (CLEAN_SHUTDOWN_FILE, _) => {
             let (marker, damage) =
                 decoded(std::fs::read(path).map_err(Error::io("read", path))?, CleanShutdown::decode);
@@ -286,7 +300,8 @@ impl Dump {
             | Dump::TimeIndex { damage, .. }
             | Dump::CleanerCheckpoint { damage, .. }
             | Dump::Checkpoint { damage, .. }
-            | Dump::CleanShutdown { damage, .. } => damage.as_ref(),
+            | Dump::CleanShutdown { damage, .. }
+            | Dump::Meta { damage, .. } => damage.as_ref(),
             Dump::Other { .. } => None,
         }
     }
@@ -497,7 +512,7 @@ pub struct Finding {
     pub position: u64,
     /// What is wrong.
     pub problem: String,
-    /// A `.log` that does not belong to the log (DESIGN.md §4: an empty one that is not the last,
+    /// A `.log` that does not belong to the log (docs/DESIGN.md §4: an empty one that is not the last,
     /// or one whose base falls inside the previous segment's offsets). It holds no record of the
     /// log: `strata recover --force` sets it aside as `.foreign` and loses nothing.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "std::ops::Not::not"))]
@@ -671,7 +686,7 @@ struct Listing {
     /// Appends move it up; a truncation lowers it before it cuts anything.
     recovery_point: Option<u64>,
     /// A `.swap` file is there (compaction is swapping segments, which leaves a moment with
-    /// neither the originals nor their replacements under their names, DESIGN.md §10), or a file
+    /// neither the originals nor their replacements under their names, docs/DESIGN.md §10), or a file
     /// went while the directory was listed: either way, not a listing to trust.
     moving: bool,
 }
@@ -734,6 +749,7 @@ fn verify_once(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
         report.recovery_point = Some(offset);
         return Ok(report);
     }
+    verify_meta(dir, &mut report)?;
     let checkpoint = verify_checkpoint(dir, &mut report)?;
     report.recovery_point = checkpoint.map(|c| c.recovery_point);
     let files = crate::log::open::files::list_segments(dir)?;
@@ -743,7 +759,7 @@ fn verify_once(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
     for (i, file) in files.iter().enumerate() {
         let path = crate::log::segment::SegmentPaths::new(dir, file.base);
         let last = i + 1 == files.len();
-        // A foreign file (DESIGN.md §4) is named once, and the segments around it are judged as
+        // A foreign file (docs/DESIGN.md §4) is named once, and the segments around it are judged as
         // if it were not there: a healthy neighbour is never blamed for it.
         // After damage the data's end says nothing about where the next segment should start.
         if let Some(why) = foreign(file.base, file.len, last, (walked_any && !damaged).then_some(expected)) {
@@ -799,7 +815,7 @@ fn verify_once(dir: &Path, config: &LogConfig) -> Result<VerifyReport> {
     Ok(report)
 }
 
-/// The empty foreign `.log` files of the log in `dir` (DESIGN.md §4: empty and not the last, or the
+/// The empty foreign `.log` files of the log in `dir` (docs/DESIGN.md §4: empty and not the last, or the
 /// last and not continuing the segment before it), and, if the last one is foreign, where the log
 /// really ends (the data of the segment before it). Reads only the segment before the last.
 pub fn empty_foreign_files(dir: &Path) -> Result<(Vec<PathBuf>, Option<u64>)> {
@@ -819,7 +835,7 @@ pub fn empty_foreign_files(dir: &Path) -> Result<(Vec<PathBuf>, Option<u64>)> {
     Ok((foreign, end))
 }
 
-/// Why a `.log` is foreign (DESIGN.md §4), if it is: an empty one that is not the last, one whose
+/// Why a `.log` is foreign (docs/DESIGN.md §4), if it is: an empty one that is not the last, one whose
 /// base falls inside the previous segment's offsets (`previous_end`: where the data of the last
 /// segment walked ends), or an empty last one whose base does not continue the previous segment.
 fn foreign(base: u64, len: u64, last: bool, previous_end: Option<u64>) -> Option<&'static str> {
@@ -862,7 +878,7 @@ pub fn dir_state(dir: &Path) -> Result<DirState> {
         let name = entry.map_err(Error::io("list", dir))?.file_name();
         let name = name.to_string_lossy();
         let segment = parse_file_name(&name).is_some_and(|(_, suffix)| suffix == LOG_SUFFIX);
-        if segment || name == CHECKPOINT_FILE {
+        if segment || name == CHECKPOINT_FILE || name == META_FILE {
             return Ok(DirState::Log);
         }
         any |= name != LOCK_FILE;
@@ -896,7 +912,7 @@ pub fn open_or_undo(dir: &Path, config: LogConfig) -> Result<Log> {
         Some(before) => {
             for name in crate::log::open::files::dir_names(dir).unwrap_or_default() {
                 let derived = matches!(parse_file_name(&name), Some((_, INDEX_SUFFIX | TIME_INDEX_SUFFIX)));
-                if !before.contains(&name) && (derived || name == LOCK_FILE) {
+                if !before.contains(&name) && (derived || name == LOCK_FILE || name == META_FILE) {
                     let _ = crate::storage::remove_if_exists(&dir.join(&name));
                 }
             }
@@ -983,7 +999,7 @@ pub struct RecoverOutcome {
     pub files_kept_corrupt: Vec<PathBuf>,
     /// Healthy segments after the damage, removed from the log and kept as `.removed`.
     pub files_kept_removed: Vec<PathBuf>,
-    /// Files that did not belong to the log (DESIGN.md §4), set aside as `.foreign`: nothing of the
+    /// Files that did not belong to the log (docs/DESIGN.md §4), set aside as `.foreign`: nothing of the
     /// log was in them.
     pub files_kept_foreign: Vec<PathBuf>,
     /// The recovery point after.
@@ -1129,15 +1145,26 @@ pub fn recover(dir: &Path, options: RecoverOptions) -> Result<RecoverOutcome> {
     Ok(outcome)
 }
 
+/// The config a tool that reopens an existing log (a repair, an admin command) opens it with: the
+/// parameters the log records in `log.meta` (segment size, index size and interval), so indexes
+/// are rebuilt and segments re-extended as the log's writer would. A log that records none (last
+/// written before `log.meta` existed) gets its segment size from its files (the largest segment,
+/// at most the default: reopening re-extends the active segment to it, and a tool should need no
+/// new disk space) and the default index parameters.
+pub fn offline_config(dir: &Path) -> Result<LogConfig> {
+    if let Some(meta) = crate::log::meta::check(dir)? {
+        return Ok(meta.apply(LogConfig::default()));
+    }
+    let largest = crate::log::open::files::list_segments(dir)?.iter().map(|f| f.len).max().unwrap_or(0);
+    let segment_bytes = largest.clamp(crate::format::MIN_SEGMENT_BYTES, LogConfig::default().segment_bytes);
+    Ok(LogConfig { segment_bytes, ..LogConfig::default() })
+}
+
 /// The recovery itself. If the open fails, the clean-shutdown marker it removed is put back, so a
 /// failed recovery leaves the directory as it found it.
 fn recover_now(dir: &Path, force: bool) -> Result<crate::RecoveryReport> {
     let recovery = if force { crate::RecoveryMode::TruncateCorrupt } else { crate::RecoveryMode::Strict };
-    // Reopening re-extends the active segment to `segment_bytes`: use the largest size the log
-    // already has, not the 1 GiB default, so an offline recovery needs no new disk space.
-    let largest = crate::log::open::files::list_segments(dir)?.iter().map(|f| f.len).max().unwrap_or(0);
-    let segment_bytes = largest.clamp(crate::format::MIN_SEGMENT_BYTES, LogConfig::default().segment_bytes);
-    let config = LogConfig { recovery, segment_bytes, ..LogConfig::default() };
+    let config = LogConfig { recovery, ..offline_config(dir)? };
     let marker_path = dir.join(CLEAN_SHUTDOWN_FILE);
     // Take the lock before touching the marker: never under a live writer.
     let lock = crate::storage::lock_dir(dir)?;
@@ -1162,6 +1189,20 @@ fn recover_now(dir: &Path, force: bool) -> Result<crate::RecoveryReport> {
             Err(e)
         }
     }
+}
+
+/// `log.meta`: missing or unreadable is a note (the next writer open writes it); a version or
+/// feature this build does not know was refused by the read-only open already.
+fn verify_meta(dir: &Path, report: &mut VerifyReport) -> Result<()> {
+    let path = dir.join(META_FILE);
+    match crate::log::meta::read(dir)? {
+        Some(Ok(_)) => {}
+        Some(Err(reason)) => report
+            .findings
+            .push(Finding::note(&path, format!("unreadable ({reason}): the next writer open writes it again"))),
+        None => report.findings.push(Finding::note(&path, "missing: the next writer open writes it")),
+    }
+    Ok(())
 }
 
 fn verify_checkpoint(dir: &Path, report: &mut VerifyReport) -> Result<Option<Checkpoint>> {

@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::log::Record;
 
 pub use crate::failpoint::CRASH_EXIT_CODE;
+pub use crate::log::meta::LogMeta;
 pub use crate::log::{BatchHeader, Checkpoint, CleanShutdown, OffsetEntry, TimeEntry};
 
 /// Every constant of the on-disk format (field positions, magics, versions, sizes, suffixes) and

@@ -72,19 +72,29 @@ fn crash_after_sealing_before_the_directory_and_checkpoint() {
 }
 
 // Atomic replaces (temp file, fsync, rename, directory fsync): the first is the checkpoint file's
-// creation at open (later checkpoints overwrite one of its two slots in place), the second the
-// clean-shutdown marker at close.
+// creation at open (later checkpoints overwrite one of its two slots in place), the second
+// `log.meta`'s creation at open, the third the clean-shutdown marker at close.
+
+#[test]
+fn crash_after_the_log_meta_temp_file_is_written() {
+    writer_crash("after_tmp_write=1*off->return");
+}
+
+#[test]
+fn crash_after_the_log_meta_rename_before_the_directory_fsync() {
+    writer_crash("after_rename=1*off->return");
+}
 
 #[test]
 fn crash_after_the_marker_temp_file_is_written() {
-    writer_crash("after_tmp_write=1*off->return");
+    writer_crash("after_tmp_write=2*off->return");
 }
 
 #[test]
 fn crash_after_the_marker_rename_before_the_directory_fsync() {
     // The marker is in place (a kill loses no rename), so the next open may trust it.
     let dir = tempfile::tempdir().unwrap();
-    let (code, acked) = produce(dir.path(), "after_rename=1*off->return", 0, 200);
+    let (code, acked) = produce(dir.path(), "after_rename=2*off->return", 0, 200);
     assert_eq!(code, Some(CRASH_EXIT_CODE), "the crash point was reached");
     assert!(dir.path().join(".clean-shutdown").exists());
     drop(check_recovered(dir.path(), config(), acked));

@@ -1,5 +1,5 @@
 //! The Kafka-style `Log`: a skip-list map of segments, one appender at a time, many readers that
-//! never block it, a syncer thread for durability (DESIGN.md §1–§9).
+//! never block it, a syncer thread for durability (docs/DESIGN.md §1–§9).
 //!
 //! # Lock order
 //!
@@ -50,6 +50,7 @@ mod in_place;
 pub(crate) mod index;
 mod index_plan;
 mod locate;
+pub(crate) mod meta;
 mod metrics;
 mod offset_index;
 mod offsets;
@@ -131,14 +132,20 @@ pub struct Log {
 
 impl Log {
     /// Opens the log in `dir`, creating the directory (and fsyncing its parent) if needed. Takes the
-    /// directory lock, then loads and if necessary recovers the files (DESIGN.md §7); see
-    /// [`Log::recovery_report`] for what that did. Starts the syncer thread (and the preallocator).
+    /// directory lock, then loads and if necessary recovers the files (after a crash a torn tail
+    /// is cut; damage to acknowledged records is `Error::Corrupt` under the default
+    /// `RecoveryMode::Strict`); see [`Log::recovery_report`] for what that did. Starts the syncer
+    /// thread (and the preallocator).
     pub fn open(dir: impl AsRef<Path>, config: LogConfig) -> Result<Log> {
         config.validate()?;
+        let config = config.budget_or_default();
         let dir = dir.as_ref().to_path_buf();
         storage::prepare_dir(&dir)?;
         let lock = storage::lock_dir(&dir)?;
+        // The format guard, before any file is touched.
+        let meta = meta::check(&dir)?;
         let loaded = open::load(&dir, &config)?;
+        meta::record(&dir, meta, &config)?;
         let report = &loaded.report;
         tracing::info!(
             dir = %dir.display(),
@@ -169,6 +176,7 @@ impl Log {
         config.validate()?;
         let dir = dir.as_ref().to_path_buf();
         storage::require_dir(&dir)?;
+        meta::check(&dir)?;
         let loaded = open::load_read_only(&dir, &config)?;
         let config = LogConfig { flush_policy: FlushPolicy::Never, ..config };
         let shared = Arc::new(LogState::new(dir, config, loaded, None, None)?);
@@ -250,10 +258,11 @@ impl Log {
         Ok(self.after_store_nowait(stored))
     }
 
-    /// Appends a batch a producer encoded (DESIGN.md §4), with the same durability as
-    /// [`Log::append`]. It is checked as stored data is (CRC, structure), must not be a cleaner
-    /// batch or compressed, its max_timestamp must match its records, and its timestamps must be
-    /// within `max_timestamp_skew_ms` of the log's clock. The log assigns its base offset; the CRC
+    /// Appends a batch a producer encoded (with a [`BatchBuilder`], or read whole from another log
+    /// as [`BatchRef::as_bytes`]), with the same durability as [`Log::append`]. It is checked as
+    /// stored data is (CRC, structure), must not be a cleaner batch or compressed, its
+    /// max_timestamp must match its records, and its timestamps must be within
+    /// `max_timestamp_skew_ms` of the log's clock. The log assigns its base offset; the CRC
     /// does not cover it, so nothing is re-hashed.
     pub fn append_batch(&self, batch: &[u8]) -> Result<AppendInfo> {
         let stored = self.settle(self.shared.append_encoded(batch))?;
@@ -533,11 +542,14 @@ impl Log {
     /// it, the log restarts empty at the start offset. An `offset` at or past the next offset
     /// changes nothing.
     ///
-    /// Durable and non-resurrecting (DESIGN.md §9): the recovery point is lowered in the checkpoint
-    /// before any file changes, and no crash brings a removed record back, even when records of the
-    /// same size are appended over them. The cost does not depend on the segment size. Readers in
-    /// the cut segment are waited for up to `truncate_wait_ms`, then it gives up with
-    /// `Error::Busy` and nothing changed. Appenders waiting for removed offsets get
+    /// Durable and non-resurrecting: the recovery point is lowered in the checkpoint before any
+    /// file changes, and no crash brings a removed record back, even when records of the same size
+    /// are appended over them. The cost does not depend on the segment size. Readers in the cut
+    /// segment are waited for up to `truncate_wait_ms`, then it gives up with `Error::Busy`: no
+    /// record is removed and no segment changed, and what is left is the checkpoint's recovery
+    /// point, lowered to the cut until the next checkpoint write raises it again (harmless: the
+    /// records above it were made durable first, and a crash meanwhile only makes the next open
+    /// scan them). Appenders waiting for removed offsets get
     /// `Error::Truncated`, and so do readers positioned past the cut.
     ///
     /// ```
@@ -618,7 +630,7 @@ impl Log {
         Ok(rebuilt)
     }
 
-    /// Runs one compaction pass now (DESIGN.md §10), whatever the cleanup policy and the dirty
+    /// Runs one compaction pass now, whatever the cleanup policy and the dirty
     /// share: the latest record per key is kept in sealed segments, older ones (and tombstones
     /// older than `delete_retention_ms`) are removed, offsets are kept. Returns what it did, or
     /// `None` if no sealed segment was dirty. Under `CleanupPolicy::Compact` a cleaner thread does

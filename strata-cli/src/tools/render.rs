@@ -160,6 +160,22 @@ pub fn dump(out: &mut dyn Write, dump: &Dump) -> io::Result<()> {
             }
             path
         }
+        Dump::Meta { path, meta, .. } => {
+            match meta {
+                Some(m) => writeln!(
+                    out,
+                    "{}: log metadata: format version {}, features {:#x}, segment_bytes {}, index_bytes {}, index_interval_bytes {}",
+                    path.display(),
+                    m.version,
+                    m.features,
+                    m.segment_bytes,
+                    m.index_bytes,
+                    m.index_interval_bytes
+                )?,
+                None => writeln!(out, "{}: log metadata, unreadable", path.display())?,
+            }
+            path
+        }
         Dump::Other { path, len } => {
             return writeln!(out, "{}: {} (not a log file)", path.display(), human_bytes(*len));
         }
