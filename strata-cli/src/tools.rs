@@ -111,7 +111,7 @@ pub struct Offsets {
     /// With `--time`: the first offset whose timestamp is at or after it (`latest` if none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offset_for_time: Option<u64>,
-    /// Foreign files (DESIGN.md §4) left out: `.log` files that are not part of the log.
+    /// Foreign files (docs/DESIGN.md §4) left out: `.log` files that are not part of the log.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub foreign: Vec<std::path::PathBuf>,
 }
@@ -153,7 +153,8 @@ pub fn offsets(dir: &Path, time_ms: Option<i64>) -> Result<Offsets, ToolError> {
 }
 
 /// The segment size `produce` uses for the log in `dir` when `--segment-bytes` is not given: for
-/// an existing log, the size its segments show (as the admin commands infer it: a rolled log's
+/// an existing log, the size it records in `log.meta`, else (a log written before the file
+/// existed) the size its segments show (as the admin commands infer it: a rolled log's
 /// sealed segments are filled to within a batch of it, and an active segment not closed cleanly
 /// is preallocated to it); for a new log, or one closed segment that tells nothing, the default,
 /// or less when the disk has no room for it.
@@ -163,6 +164,12 @@ pub fn produce_segment_bytes(dir: &Path) -> Result<u64, ToolError> {
         DirState::Log => internals::segment_files(dir)?,
         _ => Vec::new(),
     };
+    if !files.is_empty() || dir.join(format::META_FILE).exists() {
+        let recorded = LogConfig { segment_bytes: 0, ..LogConfig::default() }.with_recorded_parameters(dir)?;
+        if recorded.segment_bytes != 0 {
+            return Ok(recorded.segment_bytes);
+        }
+    }
     let largest = files.iter().map(|f| f.len).max().unwrap_or(0);
     let untrimmed = match files.last() {
         Some(last) if last.len > 0 => !inspect::ends_in_data(&last.path, last.len)?,
@@ -196,10 +203,11 @@ pub fn remove_new_log(dir: &Path, was: DirState) {
     // Only under the directory's lock: another process may have created a log there meanwhile
     // (two producers starting at once), and its files are not ours to remove.
     let Ok(_lock) = internals::lock_dir(dir) else { return };
-    use format::{CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, CLEANER_CHECKPOINT_FILE, LOCK_FILE, TMP_SUFFIX};
+    use format::{CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, CLEANER_CHECKPOINT_FILE, LOCK_FILE, META_FILE, TMP_SUFFIX};
     for name in internals::file_names(dir).unwrap_or_default() {
         let ours = format::parse_file_name(&name).is_some()
-            || [CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, CLEANER_CHECKPOINT_FILE, LOCK_FILE].contains(&name.as_str())
+            || [CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, CLEANER_CHECKPOINT_FILE, LOCK_FILE, META_FILE]
+                .contains(&name.as_str())
             || name.ends_with(TMP_SUFFIX);
         if ours {
             let _ = std::fs::remove_file(dir.join(&name));
@@ -208,6 +216,31 @@ pub fn remove_new_log(dir: &Path, was: DirState) {
     if was == DirState::Missing {
         let _ = std::fs::remove_dir(dir);
     }
+}
+
+/// One line saying what a writer's open of the log in `dir` repaired, if it repaired anything a
+/// user should know of: a torn tail cut after a crash, acknowledged records lost, indexes rebuilt.
+/// `None` after a clean shutdown or an unclean one that left nothing to repair.
+pub fn recovery_note(dir: &Path, report: &strata_log::RecoveryReport) -> Option<String> {
+    let mut parts = Vec::new();
+    if report.bytes_truncated > 0 {
+        parts.push(format!(
+            "cut a torn tail of {} ({} {} never acknowledged as durable)",
+            text::human_bytes(report.bytes_truncated),
+            report.records_truncated,
+            if report.records_truncated == 1 { "record" } else { "records" }
+        ));
+    }
+    if report.acknowledged_records_lost > 0 {
+        parts.push(format!("lost {} acknowledged records", report.acknowledged_records_lost));
+    }
+    if report.indexes_rebuilt > 0 {
+        parts.push(format!("rebuilt the indexes of {} segments", report.indexes_rebuilt));
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    Some(format!("{}: repaired at open: {}", dir.display(), parts.join("; ")))
 }
 
 /// What an admin command (`truncate`, `delete-before`, `compact`) did.
@@ -237,10 +270,13 @@ pub struct AdminReport {
 fn admin(
     dir: &Path,
     command: &'static str,
-    op: impl FnOnce(&Log) -> Result<Option<CompactionReport>, Error>,
+    op: impl FnOnce(&Log) -> Result<Option<CompactionReport>, ToolError>,
 ) -> Result<AdminReport, ToolError> {
     require_log(dir)?;
     let log = inspect::open_or_undo(dir, admin_config(dir)?)?;
+    if let Some(note) = recovery_note(dir, log.recovery_report()) {
+        tracing::warn!("{note}");
+    }
     let (start_before, next_before, segments_before) = (log.start_offset(), log.next_offset(), log.segment_count());
     let compaction = op(&log)?;
     let (start_after, next_after, segments_after) = (log.start_offset(), log.next_offset(), log.segment_count());
@@ -257,28 +293,37 @@ fn admin(
     })
 }
 
-/// The config an offline command opens a log with: segments no larger than the log already has
-/// (reopening re-extends the active segment, and an admin command should need no new disk space),
-/// deletions unlinked at once.
+/// The config an offline command opens a log with: the parameters the log records
+/// ([`inspect::offline_config`]), deletions unlinked at once.
 fn admin_config(dir: &Path) -> Result<LogConfig, ToolError> {
-    let largest = internals::segment_files(dir)?.iter().map(|f| f.len).max().unwrap_or(0);
-    let segment_bytes = largest.clamp(MIN_SEGMENT_BYTES, LogConfig::default().segment_bytes);
-    Ok(LogConfig { segment_bytes, file_delete_delay_ms: 0, ..LogConfig::default() })
+    Ok(LogConfig { file_delete_delay_ms: 0, ..inspect::offline_config(dir)? })
 }
 
 /// `strata truncate`: removes every record at or after `offset` (a batch is removed whole).
 pub fn truncate(dir: &Path, offset: u64) -> Result<AdminReport, ToolError> {
-    admin(dir, "truncate", |log| log.truncate_to(offset).map(|_| None))
+    admin(dir, "truncate", |log| Ok(log.truncate_to(offset).map(|_| None)?))
 }
 
-/// `strata delete-before`: moves the log start to `offset`, deleting whole segments below it.
-pub fn delete_before(dir: &Path, offset: u64) -> Result<AdminReport, ToolError> {
-    admin(dir, "delete-before", |log| log.delete_records_before(offset).map(|_| None))
+/// `strata delete-before`: moves the log start to `offset`, deleting whole segments below it. An
+/// offset past the end of the log is refused (as `kafka-delete-records` refuses one past the
+/// high-water mark): it would delete every record, which is rarely what a typo meant. With
+/// `clamp` it is lowered to the end instead, and every record is deleted.
+pub fn delete_before(dir: &Path, offset: u64, clamp: bool) -> Result<AdminReport, ToolError> {
+    admin(dir, "delete-before", |log| {
+        let end = log.next_offset();
+        if offset > end && !clamp {
+            return Err(ToolError::Usage(format!(
+                "offset {offset} is past the end of the log (next offset {end}); nothing was deleted. \
+                 --clamp deletes every record up to the end"
+            )));
+        }
+        Ok(log.delete_records_before(offset.min(end)).map(|_| None)?)
+    })
 }
 
 /// `strata compact`: one compaction pass (the latest record per key is kept in sealed segments).
 pub fn compact(dir: &Path) -> Result<AdminReport, ToolError> {
-    admin(dir, "compact", Log::compact)
+    admin(dir, "compact", |log| Ok(log.compact()?))
 }
 
 impl From<Error> for ToolError {

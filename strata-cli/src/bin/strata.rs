@@ -36,17 +36,19 @@ Exit codes:
   2    usage or I/O error
   130  interrupted (Ctrl-C, SIGTERM); produce first appends what it read and closes the log cleanly
 
-Logging goes to stderr: -q for errors only, -v for info, -vv for debug; RUST_LOG (e.g.
-RUST_LOG=strata_log=debug) overrides both. Colour only when stderr is a terminal and NO_COLOR is
-not set. A closed pipe ends the output, never changes the exit code.";
+An error is one line on stderr. By default stderr also gets summaries and the command's own
+warnings (e.g. a followed log was truncated); -q: errors only; -v: the library's log lines too,
+timestamped (warnings and info), -vv debug, -vvv trace; RUST_LOG (e.g. RUST_LOG=strata_log=debug)
+overrides the levels. Colour only when stderr is a terminal and NO_COLOR is not set. A closed
+pipe ends the output, never changes the exit code.";
 
 #[derive(Parser)]
 #[command(name = "strata", version, about = "Durable, segmented, append-only logs", after_help = FOOTER)]
 struct Cli {
-    /// Only log errors.
+    /// Print errors only (no summaries, no warnings).
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     quiet: bool,
-    /// Log more: -v info, -vv debug, -vvv trace.
+    /// Also print the library's log lines: -v warnings and info, -vv debug, -vvv trace.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
     #[command(subcommand)]
@@ -115,8 +117,12 @@ enum Command {
     DeleteBefore {
         /// The log directory.
         dir: PathBuf,
-        /// The new log start offset.
+        /// The new log start offset (at most the log's next offset).
         offset: u64,
+        /// Lower an offset past the end of the log to the end (deleting every record) instead of
+        /// refusing it.
+        #[arg(long)]
+        clamp: bool,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -239,7 +245,7 @@ enum StoreCommand {
 /// The geometry of a new store's files (an existing store's files keep theirs).
 #[derive(clap::Args)]
 struct StoreFileArgs {
-    /// Commit-log segment size [default: the size the segments show, else 1 GiB or less if the
+    /// Commit-log segment size [default: the size the segments show, else 128 MiB or less if the
     /// disk has no room for it].
     #[arg(long)]
     segment_bytes: Option<u64>,
@@ -291,6 +297,10 @@ struct ProduceArgs {
     /// Records per append.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     batch: u64,
+    /// The largest batch an append may store, in bytes (a record larger than this, with its
+    /// framing, is refused); at most 67108864 (64 MiB).
+    #[arg(long, default_value_t = 1 << 20, value_parser = clap::value_parser!(u64).range(44..=64 << 20))]
+    max_batch_bytes: u64,
     /// When records are durable: always (fsync before each append returns), never, or interval:MS.
     #[arg(long, default_value = "always", value_parser = parse_policy)]
     flush_policy: FlushPolicy,
@@ -301,7 +311,7 @@ struct ProduceArgs {
     #[arg(long)]
     print_offsets: bool,
     /// Segment size for a new log or new segments [default: for an existing log, the size its
-    /// segments show; else 1 GiB, or less if the disk has no room for it].
+    /// segments show; else 128 MiB, or less if the disk has no room for it].
     #[arg(long)]
     segment_bytes: Option<u64>,
     /// Bytes between sparse index entries [default: 4096].
@@ -435,28 +445,28 @@ fn main() -> ExitCode {
         Ok(code) => code,
         // A closed pipe (`strata consume ... | head`) is the reader's choice, not an error.
         Err(ToolError::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(error) => {
-            say!("strata: {error}");
-            match error {
-                ToolError::Log(Error::Corrupt { path, reason, .. }) => {
-                    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-                    let dir = dir.display();
-                    if matches!(reason, Corruption::ForeignFile(_)) {
-                        say!(
-                            "strata: `strata verify {dir}` names it; `strata recover --force {dir}` sets it aside \
-                             as .foreign (it holds no record of the log: nothing is lost)"
-                        );
-                    } else {
-                        say!(
-                            "strata: `strata verify {dir}` lists the damage; `strata recover --force {dir}` cuts the \
-                             log there, keeping the damaged segment as .corrupt"
-                        );
-                    }
-                    ExitCode::from(1)
+        Err(error) => match &error {
+            ToolError::Log(Error::Corrupt { path, reason, .. }) => {
+                let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+                let dir = dir.display();
+                if matches!(reason, Corruption::ForeignFile(_)) {
+                    say!(
+                        "strata: {error} (`strata verify {dir}` names it; `strata recover --force {dir}` sets \
+                             it aside as .foreign: it holds no record of the log, nothing is lost)"
+                    );
+                } else {
+                    say!(
+                        "strata: {error} (`strata verify {dir}` lists the damage; `strata recover --force {dir}` \
+                             cuts the log there, keeping the damaged segment as .corrupt)"
+                    );
                 }
-                _ => ExitCode::from(2),
+                ExitCode::from(1)
             }
-        }
+            _ => {
+                say!("strata: {error}");
+                ExitCode::from(2)
+            }
+        },
     }
 }
 
@@ -469,10 +479,22 @@ fn verdict(code: ExitCode, written: Result<(), ToolError>) -> Result<ExitCode, T
     }
 }
 
+/// Set by `-q`: summaries and notes are not printed (errors still are).
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// Whether summaries and notes go to stderr (not under `-q`).
+fn chatty() -> bool {
+    !QUIET.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// One line per error by default: the library's own log lines (which would repeat an error the
+/// command reports, or narrate a repair its summary states) are shown from `-v` on, timestamped;
+/// without `-v` only this command's warnings are, plainly.
 fn init_logging(quiet: bool, verbose: u8) {
+    QUIET.store(quiet, std::sync::atomic::Ordering::Relaxed);
     let level = match (quiet, verbose) {
-        (true, _) => "error",
-        (false, 0) => "warn",
+        (true, _) => "off",
+        (false, 0) => "strata_cli=warn",
         (false, 1) => "info",
         (false, 2) => "debug",
         _ => "trace",
@@ -480,14 +502,28 @@ fn init_logging(quiet: bool, verbose: u8) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into());
     // https://no-color.org: a NO_COLOR that is set and not empty turns colour off.
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(io::stderr)
         .with_ansi(io::stderr().is_terminal() && !no_color)
         // A closed stderr is the reader's choice: the subscriber's own report of the failed write
         // would go through `eprintln!`, which panics on it.
-        .log_internal_errors(false)
-        .init();
+        .log_internal_errors(false);
+    if verbose == 0 && std::env::var_os("RUST_LOG").is_none() {
+        builder.without_time().with_target(false).init();
+    } else {
+        builder.init();
+    }
+}
+
+/// A writer's open that repaired the log says so in one line (the repair is otherwise visible only
+/// from `-v` on): a torn tail cut after a crash is never silent.
+fn note_recovery(dir: &Path, report: &strata_log::RecoveryReport) {
+    if let Some(note) = tools::recovery_note(dir, report)
+        && chatty()
+    {
+        say!("strata: {note}");
+    }
 }
 
 /// Set by SIGINT or SIGTERM; a second signal exits at once with 130.
@@ -547,8 +583,8 @@ fn run(command: Command, out: &mut dyn Write) -> Result<ExitCode, ToolError> {
             verdict(code(!(outcome.refused || would_refuse)), written)
         }
         Command::Truncate { dir, to, json: as_json } => admin(out, &dir, as_json, tools::truncate(&dir, to)?),
-        Command::DeleteBefore { dir, offset, json: as_json } => {
-            admin(out, &dir, as_json, tools::delete_before(&dir, offset)?)
+        Command::DeleteBefore { dir, offset, clamp, json: as_json } => {
+            admin(out, &dir, as_json, tools::delete_before(&dir, offset, clamp)?)
         }
         Command::Compact { dir, json: as_json } => admin(out, &dir, as_json, tools::compact(&dir)?),
         Command::Store(command) => store(command, out),
@@ -595,15 +631,22 @@ fn produce(args: ProduceArgs, out: &mut dyn Write) -> Result<ExitCode, ToolError
         headers,
         empty_as_null: args.empty_as_null,
         require_utf8: args.require_utf8,
-        max_batch_bytes: defaults.max_batch_bytes,
+        max_batch_bytes: args.max_batch_bytes,
     };
     // Everything that can be refused is refused before the log is looked at.
     options.validate()?;
     let explicit_times = options.timestamp_ms.is_some() || options.timestamp_separator.is_some();
+    // An existing log keeps the index parameters it records.
+    let recorded = match tools::dir_state(&args.dir)? {
+        DirState::Log => defaults.clone().with_recorded_parameters(&args.dir)?,
+        _ => defaults.clone(),
+    };
     let config = LogConfig {
         segment_bytes: defaults.segment_bytes,
-        index_interval_bytes: args.index_interval_bytes.unwrap_or(defaults.index_interval_bytes),
+        index_bytes: recorded.index_bytes,
+        index_interval_bytes: args.index_interval_bytes.unwrap_or(recorded.index_interval_bytes),
         flush_policy: args.flush_policy,
+        max_batch_bytes: args.max_batch_bytes,
         // Timestamps the user gives are taken as given (replaying old data is the usual reason);
         // each was checked to be in range when it was parsed.
         max_timestamp_skew_ms: if explicit_times { i64::MAX as u64 } else { defaults.max_timestamp_skew_ms },
@@ -626,8 +669,12 @@ fn produce(args: ProduceArgs, out: &mut dyn Write) -> Result<ExitCode, ToolError
     let config = LogConfig { segment_bytes, ..config };
     let stop = stop_flag()?;
     let dir = args.dir.clone();
-    let (summary, produced) =
-        tools::produce(move || inspect::open_or_undo(&dir, config), io::stdin(), out, &options, &stop);
+    let open = move || {
+        let log = inspect::open_or_undo(&dir, config)?;
+        note_recovery(&dir, log.recovery_report());
+        Ok(log)
+    };
+    let (summary, produced) = tools::produce(open, io::stdin(), out, &options, &stop);
     if let Err(error) = produced {
         if summary.records == 0 {
             // Nothing stored: a log this produce made is taken back (not one another process
@@ -637,14 +684,14 @@ fn produce(args: ProduceArgs, out: &mut dyn Write) -> Result<ExitCode, ToolError
             }
         } else if args.json {
             say!("{}", serde_json::to_string(&summary).map_err(io::Error::from)?);
-        } else if tracing::enabled!(tracing::Level::ERROR) {
+        } else {
             let _ = render::produce_failed(&mut io::stderr(), &summary);
         }
         return Err(error);
     }
     if args.json {
         say!("{}", serde_json::to_string(&summary).map_err(io::Error::from)?);
-    } else if tracing::enabled!(tracing::Level::WARN) {
+    } else if chatty() {
         let _ = render::produce_summary(&mut io::stderr(), &summary);
     }
     Ok(if summary.interrupted { ExitCode::from(130) } else { ExitCode::SUCCESS })

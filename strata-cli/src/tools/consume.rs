@@ -208,8 +208,20 @@ pub fn consume(
     out: &mut dyn Write,
     stop: &AtomicBool,
 ) -> Result<ConsumeSummary, ToolError> {
+    if let (Start::Offset(from), Some(to)) = (&options.start, options.end)
+        && *from > to
+    {
+        return Err(ToolError::Usage(format!("--from {from} is after --to {to}: nothing would be printed")));
+    }
     let mut log = Log::open_read_only(dir, config.clone())?;
     let mut next = resolve_start(&log, options)?;
+    if let Some(to) = options.end
+        && next > to
+    {
+        return Err(ToolError::Usage(format!(
+            "the start resolves to offset {next}, after --to {to}: nothing would be printed"
+        )));
+    }
     // With --follow a start past the end is waited for, not a truncation to follow back.
     let mut reached = next <= log.visible_end();
     if !reached {
@@ -218,7 +230,7 @@ pub fn consume(
     let mut summary = ConsumeSummary::default();
     let limit = options.max_messages.unwrap_or(u64::MAX);
     let mut end = options.end.unwrap_or(u64::MAX);
-    // An empty stray `.log` last (DESIGN.md §4) is not where the log ends: a read-only view takes
+    // An empty stray `.log` last (docs/DESIGN.md §4) is not where the log ends: a read-only view takes
     // its base for the end and would blame the healthy segment before it. Stop where the data does.
     if let (foreign, Some(real_end)) = inspect::empty_foreign_files(dir)? {
         let files: Vec<String> = foreign.iter().map(|f| f.display().to_string()).collect();

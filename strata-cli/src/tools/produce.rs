@@ -271,7 +271,7 @@ fn parse(line: u64, mut bytes: Vec<u8>, options: &ProduceOptions, unit: &str) ->
     let size = max_record_len(&record) as u64;
     if size + BATCH_HEADER_LEN as u64 > options.max_batch_bytes {
         return Err(ToolError::Input(format!(
-            "{unit} {line}: a record of {} is larger than a batch may be (max_batch_bytes {})",
+            "{unit} {line}: a record of {} is larger than a batch may be (max_batch_bytes {}; --max-batch-bytes raises it, up to 64 MiB)",
             human_bytes(size),
             human_bytes(options.max_batch_bytes)
         )));

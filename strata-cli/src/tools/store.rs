@@ -26,7 +26,7 @@ const GET_BATCH: u64 = 256;
 /// The geometry of a new store's files (an existing store keeps what its files have).
 #[derive(Debug, Clone, Default)]
 pub struct StoreFiles {
-    /// Commit-log segment size [default: the size the segments show, else 1 GiB or less if the
+    /// Commit-log segment size [default: the size the segments show, else 128 MiB or less if the
     /// disk has no room].
     pub segment_bytes: Option<u64>,
     /// Entries per consume-queue file [default: 300,000].
