@@ -1,6 +1,6 @@
-//! Issue 16: does an acknowledged write survive a simulated power cut on ext4 when files are used
-//! the way strata uses them? No strata code: only the file pattern, with raw syscalls, so the
-//! program can go into an upstream report as it is.
+//! Does an acknowledged write survive a simulated power cut on ext4 when files are used the way
+//! strata uses them (docs/POWER_LOSS.md has the answer)? No strata code: only the file pattern,
+//! with raw syscalls, so the program can go into an upstream report as it is.
 //!
 //! The pattern (each step can be dropped with a flag, to find the one the loss needs):
 //! - `fallocate`: the next segment `<n>.log.prealloc` (and its index) is created and fallocated
@@ -41,7 +41,7 @@
 //! target/release/examples/powercut_repro --block-size 1024 --cuts 150 --cut-during-next 2000 \
 //!     --inline-fallocate --no-rename --no-reopen --no-mmap --no-index --trim none
 //! ```
-//! Root only (loop devices, mkfs.ext4); the tool is `../shared/tools/powercut` or `$STRATA_POWERCUT`.
+//! Root only (loop devices, mkfs.ext4, losetup): the images are made by `tests/common/ext4.rs`.
 #![allow(unsafe_code)] // a read-only map and three system calls, each with its SAFETY argument
 #![allow(clippy::unwrap_used)] // a test program: a failed setup step ends it
 
@@ -167,12 +167,12 @@ fn parse_args() -> Args {
     Args { steps, block_size, cuts, seed, max_cut_ms, cut_after_roll, cut_during_next, cut_idle }
 }
 
+/// The throw-away ext4 images of the power-loss tests: `setup`, `cut`, `remount`, `teardown`.
+#[path = "../tests/common/ext4.rs"]
+mod ext4;
+
 fn powercut(args: &[&str]) -> String {
-    let tool =
-        std::env::var_os("STRATA_POWERCUT").map_or_else(|| PathBuf::from("../shared/tools/powercut"), PathBuf::from);
-    let out = Command::new(&tool).args(args).output().unwrap();
-    assert!(out.status.success(), "powercut {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    ext4::tool(args)
 }
 
 /// The byte at `position` of segment `n`: never zero, so a block that reads as zeros (an

@@ -1,5 +1,15 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
+// docs.rs builds with `--cfg docsrs` and every feature: items behind a feature say which.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+// Files are read with `pread`, written with `pwrite`, locked with `flock` and preallocated with
+// `fallocate` (or its emulation): Unix only. README.md "Platforms" says what is crash-tested where.
+#[cfg(not(unix))]
+compile_error!(
+    "strata-log builds on Unix-like systems only (Linux, where it is crash-tested; macOS and the BSDs build): \
+     it uses pread/pwrite, flock and fallocate"
+);
 
 // Every module is private: what a user may depend on is the `pub use` list below, nothing else.
 // The `strata` command and the tests reach further through the hidden `internals` module (feature

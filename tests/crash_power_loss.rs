@@ -1,16 +1,16 @@
 //! Crash test 7 (opt-in): simulated power loss. The same durable writer as the kill test runs on a
 //! fresh ext4 image mounted through a loop device; at a random moment the test shuts the file
-//! system down with `EXT4_IOC_SHUTDOWN(NOLOGFLUSH)` (as `powercut cut` does), which drops
+//! system down with `EXT4_IOC_SHUTDOWN(NOLOGFLUSH)`, which drops
 //! everything not fsynced exactly as a power cut would; the writer is killed, the file system
 //! remounted (journal replay), and every record acknowledged before the cut began must be there. Unlike a SIGKILL (the page cache survives), this catches a
 //! missing fdatasync or directory fsync.
 //!
 //! Opt-in, so marked `#[ignore]` (a skipped test must never read as a passed one): run it with
 //! `cargo test --all-features --test crash_power_loss -- --ignored` as root with loop devices
-//! (`powercut available` must succeed; the test fails, not skips, when it does not).
+//! (`mkfs.ext4`, `losetup`, `mount`; the test fails, not skips, when it cannot mount an image).
 //! Cycles: `STRATA_POWERLOSS_CYCLES` (default 20); the file system's block size:
 //! `STRATA_POWERLOSS_BLOCK_SIZE` (1024, 2048 or 4096; default: mkfs's choice, 1024 for the 256 MB
-//! image). The tool: `STRATA_POWERCUT` (default `../shared/tools/powercut`).
+//! image). The image is made by `tests/common/ext4.rs`.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -51,7 +51,7 @@ fn cycle(mount: &str, dir: &Path, next: u64, rng: &mut impl Rng) -> (u64, u64) {
     child.kill();
     // Offsets acknowledged before the cut began were durable before it: they count too. One
     // acknowledged later came from an fdatasync the cut overlapped, which returned 0 after the
-    // shutdown although its batch was not durable (issue 16, docs/POWER_LOSS.md); after a real
+    // shutdown although its batch was not durable (docs/POWER_LOSS.md); after a real
     // power cut that call never returns.
     let (acked, printed) = child.read_acks_before(acked, cut_ns);
     child.wait();

@@ -1,6 +1,7 @@
 //! Regression (review): a failed fdatasync of the zeros ahead of the appends is the data's failure
 //! too (it syncs the same file, and Linux reports a failed writeback once per open file): the log
 //! must be poisoned, never claim the appends before it durable.
+#![cfg(feature = "failpoints")]
 #![allow(clippy::unwrap_used)]
 
 use std::time::{Duration, Instant};

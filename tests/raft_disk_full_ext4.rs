@@ -21,7 +21,7 @@ fn big(term: u64, index: u64) -> Entry<Kv> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs root and loop devices (../shared/tools/powercut)"]
+#[ignore = "needs root, loop devices, mkfs.ext4 and losetup (tests/common/ext4.rs)"]
 async fn a_full_disk_fails_raft_writes_with_errors_and_loses_nothing() {
     let mount = Mount::new(16, None);
     let dir = mount.path().join("raft");

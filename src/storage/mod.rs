@@ -161,7 +161,8 @@ pub(crate) fn allocate(file: &File, path: &Path, len: u64, advice: &'static str)
 
 /// Makes `[position, position + len)` of `file` (at `path`) read as zeros, keeping its blocks
 /// allocated: fallocate `ZERO_RANGE | KEEP_SIZE` (metadata only on ext4 and XFS), or, on a file
-/// system without it, zeros written 1 MiB at a time.
+/// system or an operating system without it, zeros written 1 MiB at a time.
+#[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) fn zero_range(file: &File, path: &Path, position: u64, len: u64) -> Result<()> {
     use rustix::fs::FallocateFlags;
     let flags = FallocateFlags::ZERO_RANGE | FallocateFlags::KEEP_SIZE;
@@ -176,6 +177,12 @@ pub(crate) fn zero_range(file: &File, path: &Path, position: u64, len: u64) -> R
         Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::INVAL) => write_zeros(file, path, position, len),
         Err(e) => Err(Error::io("fallocate zero range", path)(e.into())),
     }
+}
+
+/// [`zero_range`] where fallocate has no `ZERO_RANGE` (macOS, the BSDs): zeros written.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub(crate) fn zero_range(file: &File, path: &Path, position: u64, len: u64) -> Result<()> {
+    write_zeros(file, path, position, len)
 }
 
 fn write_zeros(file: &File, path: &Path, position: u64, len: u64) -> Result<()> {
@@ -219,9 +226,9 @@ pub(crate) const SEGMENT_ADVICE: &str = "lower segment_bytes (strata: --segment-
 /// What lowers the space a segment's index files need.
 pub(crate) const INDEX_ADVICE: &str = "lower index_bytes or free space";
 
-/// Suffix removal on an unmapped file (DESIGN.md §9): cuts it at `len`, preallocates it back to
-/// `preallocated` (the new blocks read as zeros, so nothing past the cut can come back, whatever a
-/// later crash leaves) and fsyncs. Metadata only: the cost does not depend on the bytes removed.
+/// Suffix removal on an unmapped file (docs/DESIGN.md §9): cuts it at `len`, preallocates it back
+/// to `preallocated` (the new blocks read as zeros, so nothing past the cut can come back, whatever
+/// a later crash leaves) and fsyncs. Metadata only: the cost does not depend on the bytes removed.
 pub(crate) fn cut_file(path: &Path, len: u64, preallocated: u64) -> Result<()> {
     let file = OpenOptions::new().write(true).open(path).map_err(Error::io("open", path))?;
     file.set_len(len).map_err(Error::io("truncate", path))?;
