@@ -32,7 +32,7 @@ const READ_RECORDS: u64 = 1_000_000;
 const READ_CALL_BYTES: usize = 1 << 20;
 
 fn strata_config(flush_policy: FlushPolicy) -> LogConfig {
-    LogConfig { flush_policy, segment_bytes: 1 << 30, ..LogConfig::default() }
+    LogConfig { flush_policy, segment_bytes: 1 << 30, index_bytes: 10 << 20, ..LogConfig::default() }
 }
 
 fn commitlog_at(dir: &Path) -> CommitLog {

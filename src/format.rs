@@ -158,11 +158,14 @@ pub const META_SEGMENT_BYTES_POS: usize = META_FEATURES_POS + 8;
 pub const META_INDEX_BYTES_POS: usize = META_SEGMENT_BYTES_POS + 8;
 /// Position of `index_interval_bytes u64`.
 pub const META_INDEX_INTERVAL_POS: usize = META_INDEX_BYTES_POS + 8;
-/// Position of `crc u32` of the bytes before it.
+/// Position of `crc u32` of the bytes before it. In every version the CRC is the file's last four
+/// bytes, over all the bytes before it (so a build can tell a damaged file from a newer one).
 pub const META_CRC_POS: usize = META_INDEX_INTERVAL_POS + 8;
 /// Size of `log.meta`.
 pub const META_LEN: usize = META_CRC_POS + 4;
 const _: () = assert!(META_CRC_POS == 38 && META_LEN == 42);
+/// The shortest `log.meta` of any version: magic, version, CRC.
+pub const META_MIN_LEN: usize = META_VERSION_POS + 2 + 4;
 /// The format features this build knows (`features` bits): none yet.
 pub const META_KNOWN_FEATURES: u64 = 0;
 

@@ -1148,15 +1148,15 @@ pub fn recover(dir: &Path, options: RecoverOptions) -> Result<RecoverOutcome> {
 /// The config a tool that reopens an existing log (a repair, an admin command) opens it with: the
 /// parameters the log records in `log.meta` (segment size, index size and interval), so indexes
 /// are rebuilt and segments re-extended as the log's writer would. A log that records none (last
-/// written before `log.meta` existed) gets its segment size from its files (the largest segment,
-/// at most the default: reopening re-extends the active segment to it, and a tool should need no
-/// new disk space) and the default index parameters.
+/// written before `log.meta` existed) gets its segment size from its files (the largest segment:
+/// a preallocated active segment has exactly the size, a rolled one nearly; reopening re-extends
+/// the active segment to it, so a tool needs no new disk space) and the default index parameters.
 pub fn offline_config(dir: &Path) -> Result<LogConfig> {
     if let Some(meta) = crate::log::meta::check(dir)? {
         return Ok(meta.apply(LogConfig::default()));
     }
     let largest = crate::log::open::files::list_segments(dir)?.iter().map(|f| f.len).max().unwrap_or(0);
-    let segment_bytes = largest.clamp(crate::format::MIN_SEGMENT_BYTES, LogConfig::default().segment_bytes);
+    let segment_bytes = largest.clamp(crate::format::MIN_SEGMENT_BYTES, crate::format::MAX_SEGMENT_BYTES);
     Ok(LogConfig { segment_bytes, ..LogConfig::default() })
 }
 
@@ -1191,15 +1191,18 @@ fn recover_now(dir: &Path, force: bool) -> Result<crate::RecoveryReport> {
     }
 }
 
-/// `log.meta`: missing or unreadable is a note (the next writer open writes it); a version or
-/// feature this build does not know was refused by the read-only open already.
+/// `log.meta`: missing is a note (the next writer open writes it); damaged is an error (every open
+/// refuses it until it is deleted, which loses no record); a version or feature this build does
+/// not know was refused by the read-only open already.
 fn verify_meta(dir: &Path, report: &mut VerifyReport) -> Result<()> {
     let path = dir.join(META_FILE);
     match crate::log::meta::read(dir)? {
         Some(Ok(_)) => {}
-        Some(Err(reason)) => report
-            .findings
-            .push(Finding::note(&path, format!("unreadable ({reason}): the next writer open writes it again"))),
+        Some(Err(reason)) => report.findings.push(Finding::error(
+            &path,
+            0,
+            format!("{reason}: every open refuses the log until it is deleted (it holds no record)"),
+        )),
         None => report.findings.push(Finding::note(&path, "missing: the next writer open writes it")),
     }
     Ok(())

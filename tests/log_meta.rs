@@ -91,16 +91,43 @@ fn a_log_made_before_log_meta_gets_one_at_its_first_writer_open() {
     assert_eq!((config.segment_bytes, config.index_interval_bytes), (1 << 20, 64));
 }
 
+/// A damaged `log.meta` cannot say whether the directory is of a newer format (a flipped version
+/// byte must not read as "newer", nor a damaged newer file as "older"): every open refuses it,
+/// naming the file, and changes nothing; deleting it (it holds no record) lets the next writer
+/// open write it again.
 #[test]
-fn a_damaged_log_meta_is_written_again_and_never_stops_an_open() {
+fn a_damaged_log_meta_is_refused_by_name_until_it_is_deleted() {
     let dir = tempfile::tempdir().unwrap();
-    Log::open(dir.path(), LogConfig::default()).unwrap().close().unwrap();
-    std::fs::write(dir.path().join(META_FILE), b"garbage").unwrap();
-    assert_eq!(
-        LogConfig::default().with_recorded_parameters(dir.path()).unwrap().segment_bytes,
-        LogConfig::default().segment_bytes
-    );
+    crashed_log(dir.path());
+    for damage in [&b"garbage"[..], &[0x53, 0x4c, 0x4d, 0x44, 0x80, 0x01, 0, 0, 0, 0, 1, 2]] {
+        std::fs::write(dir.path().join(META_FILE), damage).unwrap();
+        let before = snapshot(dir.path());
+        let refusals = [
+            Log::open(dir.path(), LogConfig::default()).err(),
+            Log::open_read_only(dir.path(), LogConfig::default()).err(),
+            LogConfig::default().with_recorded_parameters(dir.path()).err(),
+        ];
+        for refused in refusals {
+            let error = refused.expect("refused");
+            assert!(matches!(&error, Error::Corrupt { path, .. } if path.ends_with(META_FILE)), "{error:?}");
+        }
+        assert_eq!(snapshot(dir.path()), before, "nothing changed");
+    }
+    std::fs::remove_file(dir.path().join(META_FILE)).unwrap();
     let config = LogConfig { index_interval_bytes: 99, ..LogConfig::default() };
     Log::open(dir.path(), config).unwrap().close().unwrap();
     assert_eq!(LogConfig::default().with_recorded_parameters(dir.path()).unwrap().index_interval_bytes, 99);
+}
+
+/// Flipping the version's top bit is damage, not a newer version: the CRC covers it.
+#[test]
+fn a_flipped_version_byte_is_damage_not_a_newer_format() {
+    let dir = tempfile::tempdir().unwrap();
+    Log::open(dir.path(), LogConfig::default()).unwrap().close().unwrap();
+    let path = dir.path().join(META_FILE);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[META_VERSION_POS] ^= 0x80;
+    std::fs::write(&path, bytes).unwrap();
+    let error = Log::open(dir.path(), LogConfig::default()).expect_err("refused");
+    assert!(matches!(error, Error::Corrupt { .. }), "{error:?}");
 }

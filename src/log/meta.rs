@@ -7,6 +7,10 @@
 //! Written at the first writer open of a directory (a log made before the file existed gets one
 //! then) and again when a writer opens it with other parameters (logged); replaced atomically.
 //! A read-only open only reads it.
+//!
+//! A build that adds a format feature must record its bit (and a newer version, if the layout of
+//! this file changes) *before* it writes the first byte that uses it: otherwise a crash in between
+//! leaves a file of the new format in a directory an older build would open.
 
 use std::path::Path;
 
@@ -16,7 +20,7 @@ use crate::config::LogConfig;
 use crate::error::{Corruption, Error, Result};
 use crate::format::{
     META_CRC_POS, META_FEATURES_POS, META_FILE, META_INDEX_BYTES_POS, META_INDEX_INTERVAL_POS, META_KNOWN_FEATURES,
-    META_LEN, META_MAGIC, META_SEGMENT_BYTES_POS, META_VERSION, META_VERSION_POS,
+    META_LEN, META_MAGIC, META_MIN_LEN, META_SEGMENT_BYTES_POS, META_VERSION, META_VERSION_POS,
 };
 use crate::storage;
 
@@ -62,24 +66,29 @@ impl LogMeta {
         b
     }
 
-    /// Parses the file's bytes, checking magic, length and CRC (not the version: see
-    /// [`LogMeta::check_known`]). A file of a newer version may be longer: its CRC then covers
-    /// bytes this build cannot place, so only magic and version are read from it.
+    /// Parses the file's bytes. In every version the file starts with the magic and the version
+    /// and ends with the CRC-32 of every byte before it, so any build can tell a damaged file from
+    /// a newer one: a newer version (a layout this build cannot place) is returned with its version
+    /// alone, for [`LogMeta::check_known`] to refuse. Version 0 is never written: damage.
     pub fn decode(b: &[u8]) -> std::result::Result<LogMeta, Corruption> {
-        if b.len() < META_LEN || b[..META_VERSION_POS] != META_MAGIC {
-            return Err(Corruption::BadFile("the file has the wrong length or magic"));
+        if b.len() < META_MIN_LEN || b[..META_VERSION_POS] != META_MAGIC {
+            return Err(Corruption::BadFile("the file is too short or has the wrong magic"));
+        }
+        let crc_pos = b.len() - 4;
+        if crc32fast::hash(&b[..crc_pos]) != BigEndian::read_u32(&b[crc_pos..]) {
+            return Err(Corruption::BadFile("the file fails its CRC"));
         }
         let version = BigEndian::read_u16(&b[META_VERSION_POS..]);
+        if version == 0 {
+            return Err(Corruption::BadFile("the file has version 0, which is never written"));
+        }
         if version > META_VERSION {
-            // Another layout: report the version alone (the open refuses it by that).
             return Ok(LogMeta { version, features: 0, segment_bytes: 0, index_bytes: 0, index_interval_bytes: 0 });
         }
         if b.len() != META_LEN {
-            return Err(Corruption::BadFile("the file has the wrong length or magic"));
+            return Err(Corruption::BadFile("the file has the wrong length for its version"));
         }
-        if crc32fast::hash(&b[..META_CRC_POS]) != BigEndian::read_u32(&b[META_CRC_POS..]) {
-            return Err(Corruption::BadFile("the file fails its CRC"));
-        }
+        debug_assert_eq!(crc_pos, META_CRC_POS, "version 1's CRC is at its fixed position");
         Ok(LogMeta {
             version,
             features: BigEndian::read_u64(&b[META_FEATURES_POS..]),
@@ -92,7 +101,7 @@ impl LogMeta {
     /// `Error::UnsupportedFormat` unless this build knows the version and every feature.
     pub(crate) fn check_known(&self, dir: &Path) -> Result<()> {
         let unknown = |what: String| Err(Error::UnsupportedFormat { path: dir.join(META_FILE), what });
-        if self.version > META_VERSION || self.version == 0 {
+        if self.version > META_VERSION {
             return unknown(format!("format version {} (this build reads 1 to {META_VERSION})", self.version));
         }
         let features = self.features & !META_KNOWN_FEATURES;
@@ -125,14 +134,14 @@ pub(crate) fn read(dir: &Path) -> Result<Option<std::result::Result<LogMeta, Cor
 }
 
 /// Before any file of `dir` is touched: `Error::UnsupportedFormat` if `log.meta` names a version or
-/// feature this build does not know. Returns what it read (`None`: no usable file).
+/// feature this build does not know, `Error::Corrupt` if it is damaged (it is replaced atomically,
+/// so no crash leaves it so; and a damaged one cannot say whether the directory is of a newer
+/// format: deleting it, which loses no record, lets the next writer open write it again).
+/// Returns what it read (`None`: there is none).
 pub(crate) fn check(dir: &Path) -> Result<Option<LogMeta>> {
     match read(dir)? {
         Some(Ok(meta)) => meta.check_known(dir).map(|()| Some(meta)),
-        Some(Err(reason)) => {
-            tracing::warn!(file = %dir.join(META_FILE).display(), %reason, "log.meta is unreadable; a writer writes it again");
-            Ok(None)
-        }
+        Some(Err(reason)) => Err(Error::corrupt(dir.join(META_FILE), 0, reason)),
         None => Ok(None),
     }
 }
@@ -214,22 +223,33 @@ mod tests {
         for i in 0..bytes.len() {
             let mut bad = bytes;
             bad[i] ^= 1;
-            // A flip in the version's low byte may make it a "newer" version, which is refused by
-            // `check_known` instead.
-            match LogMeta::decode(&bad) {
-                Err(_) => {}
-                Ok(found) => assert!(found.version > META_VERSION, "a flip at {i} is caught"),
-            }
+            assert!(LogMeta::decode(&bad).is_err(), "a flip at {i} (the version's too) is damage");
         }
         assert!(LogMeta::decode(&bytes[..10]).is_err());
+        let mut zero = meta().encode();
+        BigEndian::write_u16(&mut zero[META_VERSION_POS..], 0);
+        let crc = crc32fast::hash(&zero[..META_CRC_POS]);
+        BigEndian::write_u32(&mut zero[META_CRC_POS..], crc);
+        assert!(LogMeta::decode(&zero).is_err(), "version 0 is never written");
     }
 
     #[test]
     fn a_newer_version_or_an_unknown_feature_is_refused_by_name() {
         let dir = Path::new("/x");
+        for extra in [0, 30] {
+            // A newer layout, shorter or longer: magic, version, ..., CRC last.
+            let mut newer = meta().encode()[..12].to_vec();
+            BigEndian::write_u16(&mut newer[META_VERSION_POS..], META_VERSION + 1);
+            newer.extend(std::iter::repeat_n(7, extra));
+            let crc = crc32fast::hash(&newer);
+            newer.extend_from_slice(&crc.to_be_bytes());
+            let found = LogMeta::decode(&newer).expect("magic and version are read");
+            assert_eq!(found.version, META_VERSION + 1);
+        }
         let mut newer = meta().encode().to_vec();
         BigEndian::write_u16(&mut newer[META_VERSION_POS..], META_VERSION + 1);
-        newer.extend_from_slice(&[7; 30]); // a newer layout, longer, its CRC elsewhere
+        let crc = crc32fast::hash(&newer[..META_CRC_POS]);
+        BigEndian::write_u32(&mut newer[META_CRC_POS..], crc);
         let found = LogMeta::decode(&newer).expect("magic and version are read");
         let error = found.check_known(dir).expect_err("refused");
         assert!(error.to_string().contains("format version 2"), "{error}");

@@ -235,7 +235,8 @@ pub fn recovery_note(dir: &Path, report: &strata_log::RecoveryReport) -> Option<
         parts.push(format!("lost {} acknowledged records", report.acknowledged_records_lost));
     }
     if report.indexes_rebuilt > 0 {
-        parts.push(format!("rebuilt the indexes of {} segments", report.indexes_rebuilt));
+        let n = report.indexes_rebuilt;
+        parts.push(format!("rebuilt the indexes of {n} {}", if n == 1 { "segment" } else { "segments" }));
     }
     if parts.is_empty() {
         return None;
@@ -263,6 +264,9 @@ pub struct AdminReport {
     /// For `compact`: what the pass did (`None`: nothing was dirty).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compaction: Option<CompactionReport>,
+    /// What opening the log repaired first ([`recovery_note`]), if anything.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repaired: Option<String>,
 }
 
 /// Opens the closed log in `dir` for an admin command (never creating one), runs `op`, closes it
@@ -274,9 +278,7 @@ fn admin(
 ) -> Result<AdminReport, ToolError> {
     require_log(dir)?;
     let log = inspect::open_or_undo(dir, admin_config(dir)?)?;
-    if let Some(note) = recovery_note(dir, log.recovery_report()) {
-        tracing::warn!("{note}");
-    }
+    let repaired = recovery_note(dir, log.recovery_report());
     let (start_before, next_before, segments_before) = (log.start_offset(), log.next_offset(), log.segment_count());
     let compaction = op(&log)?;
     let (start_after, next_after, segments_after) = (log.start_offset(), log.next_offset(), log.segment_count());
@@ -290,6 +292,7 @@ fn admin(
         segments_before: segments_before as u64,
         segments_after: segments_after as u64,
         compaction,
+        repaired,
     })
 }
 
@@ -309,16 +312,27 @@ pub fn truncate(dir: &Path, offset: u64) -> Result<AdminReport, ToolError> {
 /// high-water mark): it would delete every record, which is rarely what a typo meant. With
 /// `clamp` it is lowered to the end instead, and every record is deleted.
 pub fn delete_before(dir: &Path, offset: u64, clamp: bool) -> Result<AdminReport, ToolError> {
+    // Refused before the writer's open, which may repair the log: a refusal changes nothing. (The
+    // writer's open decides again: its end is the authority.)
+    require_log(dir)?;
+    let end = Log::open_read_only(dir, LogConfig::default())?.next_offset();
+    if offset > end && !clamp {
+        return Err(past_the_end(offset, end));
+    }
     admin(dir, "delete-before", |log| {
         let end = log.next_offset();
         if offset > end && !clamp {
-            return Err(ToolError::Usage(format!(
-                "offset {offset} is past the end of the log (next offset {end}); nothing was deleted. \
-                 --clamp deletes every record up to the end"
-            )));
+            return Err(past_the_end(offset, end));
         }
         Ok(log.delete_records_before(offset.min(end)).map(|_| None)?)
     })
+}
+
+fn past_the_end(offset: u64, end: u64) -> ToolError {
+    ToolError::Usage(format!(
+        "offset {offset} is past the end of the log (next offset {end}); nothing was deleted. --clamp deletes \
+         every record up to the end"
+    ))
 }
 
 /// `strata compact`: one compaction pass (the latest record per key is kept in sealed segments).

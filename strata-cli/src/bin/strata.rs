@@ -449,7 +449,9 @@ fn main() -> ExitCode {
             ToolError::Log(Error::Corrupt { path, reason, .. }) => {
                 let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
                 let dir = dir.display();
-                if matches!(reason, Corruption::ForeignFile(_)) {
+                if path.file_name().is_some_and(|n| n == strata_log::internals::format::META_FILE) {
+                    say!("strata: {error} (it holds no record: delete it, and the next writer open writes it again)");
+                } else if matches!(reason, Corruption::ForeignFile(_)) {
                     say!(
                         "strata: {error} (`strata verify {dir}` names it; `strata recover --force {dir}` sets \
                              it aside as .foreign: it holds no record of the log, nothing is lost)"
@@ -494,7 +496,8 @@ fn init_logging(quiet: bool, verbose: u8) {
     QUIET.store(quiet, std::sync::atomic::Ordering::Relaxed);
     let level = match (quiet, verbose) {
         (true, _) => "off",
-        (false, 0) => "strata_cli=warn",
+        // The store's repairs at open (queues and index rebuilt or cut) are narrated only there.
+        (false, 0) => "strata_cli=warn,strata_log::store=warn",
         (false, 1) => "info",
         (false, 2) => "debug",
         _ => "trace",
@@ -597,6 +600,9 @@ fn run(command: Command, out: &mut dyn Write) -> Result<ExitCode, ToolError> {
 }
 
 fn admin(out: &mut dyn Write, dir: &Path, as_json: bool, report: tools::AdminReport) -> Result<ExitCode, ToolError> {
+    if let Some(note) = report.repaired.as_ref().filter(|_| chatty()) {
+        say!("strata: {note}");
+    }
     let written = if as_json { json(out, &report) } else { render::admin(out, dir, &report).map_err(Into::into) };
     verdict(ExitCode::SUCCESS, written)
 }
@@ -796,7 +802,7 @@ fn store(command: StoreCommand, out: &mut dyn Write) -> Result<ExitCode, ToolErr
             }
             let config = store_tools::store_config(&root, &files)?;
             let stop = stop_flag()?;
-            let store = store_tools::open_store(&root, config)?;
+            let store = open_store_noted(&root, config)?;
             let options = PutOptions { topic, queue_id: queue, tag, keys };
             let put = store_tools::put(&store, &options, io::stdin(), &stop);
             store.close().map_err(|e| store_tools::store_error(&root, e))?;
@@ -835,7 +841,15 @@ fn store(command: StoreCommand, out: &mut dyn Write) -> Result<ExitCode, ToolErr
 /// Opens an existing store (reading commands never create one).
 fn open_existing(root: &Path) -> Result<strata_log::MessageStore, ToolError> {
     store_tools::require_store(root)?;
-    store_tools::open_store(root, store_tools::store_config(root, &StoreFiles::default())?)
+    open_store_noted(root, store_tools::store_config(root, &StoreFiles::default())?)
+}
+
+/// Opens the store, saying in one line what the open repaired in its commit log.
+fn open_store_noted(root: &Path, config: strata_log::StoreConfig) -> Result<strata_log::MessageStore, ToolError> {
+    let store = store_tools::open_store(root, config)?;
+    let commit_log = root.join(strata_log::internals::format::STORE_COMMIT_LOG_DIR);
+    note_recovery(&commit_log, &store.metrics().log.recovery);
+    Ok(store)
 }
 
 fn bench(args: BenchArgs, out: &mut dyn Write) -> Result<ExitCode, ToolError> {

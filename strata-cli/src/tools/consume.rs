@@ -215,13 +215,6 @@ pub fn consume(
     }
     let mut log = Log::open_read_only(dir, config.clone())?;
     let mut next = resolve_start(&log, options)?;
-    if let Some(to) = options.end
-        && next > to
-    {
-        return Err(ToolError::Usage(format!(
-            "the start resolves to offset {next}, after --to {to}: nothing would be printed"
-        )));
-    }
     // With --follow a start past the end is waited for, not a truncation to follow back.
     let mut reached = next <= log.visible_end();
     if !reached {

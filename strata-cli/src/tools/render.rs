@@ -162,6 +162,12 @@ pub fn dump(out: &mut dyn Write, dump: &Dump) -> io::Result<()> {
         }
         Dump::Meta { path, meta, .. } => {
             match meta {
+                Some(m) if m.version > strata_log::internals::format::META_VERSION => writeln!(
+                    out,
+                    "{}: log metadata of format version {}, newer than this build reads (its fields are not shown)",
+                    path.display(),
+                    m.version
+                )?,
                 Some(m) => writeln!(
                     out,
                     "{}: log metadata: format version {}, features {:#x}, segment_bytes {}, index_bytes {}, index_interval_bytes {}",

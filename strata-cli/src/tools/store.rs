@@ -45,8 +45,11 @@ pub fn store_config(root: &Path, files: &StoreFiles) -> Result<StoreConfig, Tool
         Some(bytes) => bytes,
         None => super::produce_segment_bytes(&root.join(STORE_COMMIT_LOG_DIR))?,
     };
+    // The commit log keeps the index parameters it records (a command that only reads the store
+    // must not record others).
+    let log = defaults.log.clone().with_recorded_parameters(root.join(STORE_COMMIT_LOG_DIR))?;
     let config = StoreConfig {
-        log: strata_log::LogConfig { segment_bytes, ..defaults.log.clone() },
+        log: strata_log::LogConfig { segment_bytes, ..log },
         queue_entries_per_file: files.queue_entries_per_file.unwrap_or(defaults.queue_entries_per_file),
         index_slots: files.index_slots.or(newest.map(|(h, _)| h.hash_slot_count)).unwrap_or(defaults.index_slots),
         index_entries: files.index_entries.or(newest.map(|(_, c)| c)).unwrap_or(defaults.index_entries),
