@@ -164,12 +164,16 @@ fn parse(lines: &[String]) -> BTreeMap<String, Tx> {
     txs
 }
 
-/// Every event the channel holds, in the order takers get them; left in the channel.
+/// Every event the channel holds, in the order takers get them; left in the channel. A full
+/// channel holds `CAPACITY` events, as many as one transaction may take: the loop stops there
+/// (a take past it is refused, full channel or not), and the recovered count checks nothing
+/// is left over.
 fn held(dir: &Path) -> Vec<String> {
     let channel = open(dir, config(CAPACITY, 0));
     let mut tx = channel.transaction();
     let mut bodies = Vec::new();
-    while let Some(event) = tx.take().unwrap() {
+    while bodies.len() < CAPACITY as usize {
+        let Some(event) = tx.take().unwrap() else { break };
         bodies.push(String::from_utf8(event.body().to_vec()).unwrap());
     }
     assert_eq!(channel.metrics().unwrap().events_recovered, bodies.len() as u64);
