@@ -159,8 +159,39 @@ struct Inner {
 struct State {
     bytes: u64,
     maps: u64,
-    /// Mapped files in clock order: the hand is the front.
+    /// Mapped files in clock order: the hand is the front. Files that dropped their maps
+    /// themselves stay here until the hand or [`State::prune`] passes.
     clock: VecDeque<Weak<dyn Reclaim>>,
+    /// The clock's length at which [`State::prune`] runs next.
+    prune_at: usize,
+}
+
+/// The clock is pruned when it is this long at least (and twice what the last pruning left).
+const PRUNE_MIN: usize = 1024;
+
+impl State {
+    fn new() -> State {
+        State { bytes: 0, maps: 0, clock: VecDeque::new(), prune_at: PRUNE_MIN }
+    }
+
+    /// Puts a newly mapped file in the clock, pruning it when it grew to twice what the last
+    /// pruning left. Without reclaim (a budget far from its limits) the hand never moves, and
+    /// every file ever mapped would stay in the clock, keeping its dropped slot's memory: a
+    /// process that rolls and reads segments for days must not grow without bound.
+    fn push(&mut self, file: Weak<dyn Reclaim>) {
+        self.clock.push_back(file);
+        if self.clock.len() >= self.prune_at {
+            self.prune();
+        }
+    }
+
+    /// Drops the clock's entries for dropped files and the later entries of a file listed twice
+    /// (mapped again after it unmapped itself), keeping the order. Amortised O(1) per push.
+    fn prune(&mut self) {
+        let mut seen = std::collections::HashSet::with_capacity(self.clock.len());
+        self.clock.retain(|file| file.strong_count() > 0 && seen.insert(file.as_ptr().cast::<()>()));
+        self.prune_at = (self.clock.len() * 2).max(PRUNE_MIN);
+    }
 }
 
 /// Which watermark.
@@ -222,7 +253,7 @@ impl MapBudget {
             inner: Arc::new(Inner {
                 config,
                 events,
-                state: Mutex::new(State { bytes: 0, maps: 0, clock: VecDeque::new() }),
+                state: Mutex::new(State::new()),
                 background_wanted: AtomicBool::new(false),
                 background_wakeups: AtomicU64::new(0),
                 reclaimed_background: AtomicU64::new(0),
@@ -288,7 +319,7 @@ impl MapBudget {
         }
         state.bytes += bytes;
         state.maps += 1;
-        state.clock.push_back(file);
+        state.push(file);
         let below_low = !self.is_free(&state, Mark::Low);
         drop(state);
         if below_low && !inner.background_wanted.swap(true, Ordering::AcqRel) {
@@ -403,7 +434,7 @@ impl MapBudget {
 
     /// Whether free is at least `mark` after a map of `bytes` more.
     fn free_after(&self, state: &State, bytes: u64, mark: Mark) -> bool {
-        let after = State { bytes: state.bytes + bytes, maps: state.maps + 1, clock: VecDeque::new() };
+        let after = State { bytes: state.bytes + bytes, maps: state.maps + 1, ..State::new() };
         self.is_free(&after, mark)
     }
 
@@ -497,6 +528,27 @@ mod tests {
         assert_eq!((metrics.maps, metrics.mapped_bytes, metrics.background_wakeups), (5, 500, 1));
         assert!(files[..3].iter().all(|f| !f.mapped.load(Ordering::SeqCst)), "the oldest went first");
         assert_eq!(metrics.reclaimed_direct, 0);
+    }
+
+    #[test]
+    fn the_clock_forgets_dropped_files_without_any_reclaim() {
+        // Far from its limits: the hand never moves.
+        let budget = budget(1 << 20);
+        let kept = Fake::new(1);
+        map(&budget, &kept).expect("map");
+        for _ in 0..10_000 {
+            let file = Fake::new(1);
+            map(&budget, &file).expect("map");
+            budget.uncharge(1);
+            // Mapped again after it unmapped itself: listed twice until pruned.
+            map(&budget, &kept).expect("map");
+            budget.uncharge(1);
+        }
+        let clock = budget.inner.state.lock().clock.len();
+        assert!(clock <= 2 * PRUNE_MIN, "10,000 dropped files and 10,000 maps of one, {clock} listed");
+        let live = budget.inner.state.lock().clock.iter().filter(|f| f.strong_count() > 0).count();
+        assert!(live >= 1, "the live file stays listed");
+        assert_eq!(budget.metrics().maps, 1);
     }
 
     #[test]

@@ -63,7 +63,10 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, RwLock};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use strata_log::{AppendInfo, Clock, Cursor, CursorInterrupt, Error, FlushPolicy, Log, LogConfig, Record, RecordView};
+use strata_log::{
+    AppendInfo, Clock, Cursor, CursorInterrupt, Error, FlushPolicy, Log, LogConfig, MapBudget, MapBudgetConfig, Record,
+    RecordView,
+};
 
 /// Distinct keys keyed records use: few enough that most keyed records get superseded.
 const KEYS: u64 = 24;
@@ -1685,8 +1688,27 @@ fn random_config(rng: &mut StdRng, policy: FlushPolicy) -> LogConfig {
         truncate_wait_ms: 2000,
         cleaner_dedupe_bytes: [64 << 10, 1 << 20][rng.random_range(0..2)],
         flush_policy: policy,
+        map_budget: tight_budget(rng),
         ..LogConfig::default()
     }
+}
+
+/// Half the time a budget of few maps, so sealed files are unmapped and mapped again under the
+/// readers all the time (the process's default budget is far too large to reclaim here).
+/// `STRATA_STRESS_BUDGET=<maps>` forces one (`0`: none, the process's default).
+fn tight_budget(rng: &mut StdRng) -> Option<MapBudget> {
+    let forced = std::env::var("STRATA_STRESS_BUDGET").ok().and_then(|s| s.parse::<u64>().ok());
+    let max_maps = match forced {
+        Some(maps) => Some(maps).filter(|&maps| maps > 0),
+        None => rng.random_bool(0.5).then(|| [8, 32, 128][rng.random_range(0..3)]),
+    }?;
+    let config = MapBudgetConfig {
+        max_maps,
+        max_mapped_bytes: max_maps * 4096,
+        max_open_files: 1 << 20,
+        ..MapBudgetConfig::default()
+    };
+    Some(MapBudget::new(config).unwrap())
 }
 
 fn open(ctx: &Ctx, dir: &Path, config: &LogConfig, what: &str) -> Log {
@@ -1862,6 +1884,9 @@ fn stress(test: &str, policy: FlushPolicy, default_secs: f64) {
         l(&s.tolerated),
         log,
     );
+    if let Some(budget) = &config.map_budget {
+        eprintln!("{test}: map budget {:?}", budget.metrics());
+    }
     into_inner(log).close().unwrap();
 }
 
