@@ -59,5 +59,5 @@ pub use raft::{RaftLogStore, RaftLogStoreReader};
 pub use records::Records;
 pub use store::{
     Dispatch, DispatchRequest, GetResult, GetStatus, Message, MessageStore, PutHandle, PutResult, StoreConfig,
-    StoreError, StoreMetrics, StoreResult, StoredMessage, validate_topic,
+    StoreMetrics, StoredMessage, validate_topic,
 };

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use strata_log::{
-    Dispatch, DispatchRequest, GetStatus, LogConfig, ManualClock, Message, MessageStore, StoreConfig, StoreResult,
+    Dispatch, DispatchRequest, GetStatus, LogConfig, ManualClock, Message, MessageStore, Result, StoreConfig,
 };
 
 #[test]
@@ -85,12 +85,12 @@ fn a_non_matching_message_during_a_long_poll_advances_the_offset() {
 struct Recorder(Arc<Mutex<Vec<(String, u64, u64)>>>, Arc<AtomicU64>);
 
 impl Dispatch for Recorder {
-    fn dispatch(&mut self, request: &DispatchRequest<'_>) -> StoreResult<()> {
+    fn dispatch(&mut self, request: &DispatchRequest<'_>) -> Result<()> {
         self.0.lock().push((request.topic.to_owned(), request.queue_offset, request.log_offset));
         Ok(())
     }
 
-    fn flush(&mut self) -> StoreResult<()> {
+    fn flush(&mut self) -> Result<()> {
         self.1.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }

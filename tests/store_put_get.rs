@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use strata_log::{Error, FlushPolicy, GetStatus, LogConfig, Message, MessageStore, StoreConfig, StoreError};
+use strata_log::{Error, FlushPolicy, GetStatus, LogConfig, Message, MessageStore, StoreConfig};
 
 fn config() -> StoreConfig {
     StoreConfig { queue_entries_per_file: 4, ..StoreConfig::default() }
@@ -110,9 +110,9 @@ fn a_batch_is_one_topic_and_queue_all_or_nothing() {
     assert_eq!(results.iter().map(|r| r.queue_offset).collect::<Vec<_>>(), [1, 2, 3, 4, 5, 6]);
     assert_eq!(results.iter().map(|r| r.log_offset).collect::<Vec<_>>(), [1, 2, 3, 4, 5, 6]);
     let mixed = [Message::new("t", 0, "x"), Message::new("t", 1, "y")];
-    assert!(matches!(store.put_batch(&mixed), Err(StoreError::MixedBatch { index: 1, .. })));
+    assert!(matches!(store.put_batch(&mixed), Err(Error::MixedBatch { index: 1, .. })));
     let too_big = [Message::new("t", 0, "ok"), Message::new("t", 0, vec![0u8; 5 << 20])];
-    assert!(matches!(store.put_batch(&too_big), Err(StoreError::MessageTooLarge { .. })));
+    assert!(matches!(store.put_batch(&too_big), Err(Error::MessageTooLarge { .. })));
     assert_eq!(store.max_queue_offset("t", 0).unwrap(), 7, "refused batches stored nothing");
     assert!(store.put_batch(&[]).unwrap().is_empty());
     let got = store.get_messages("t", 0, 0, 100, None).unwrap();
@@ -126,15 +126,15 @@ fn bad_input_is_refused_with_a_clear_error_and_nothing_stored() {
     let store = MessageStore::open(dir.path(), config).unwrap();
     for topic in ["", ".", "..", "a/b", "a\\b", "nul\0", &"x".repeat(128)] {
         let put = store.put(&Message::new(topic, 0, "x"));
-        assert!(matches!(put, Err(StoreError::InvalidTopic { .. })), "{topic:?}: {put:?}");
-        assert!(matches!(store.get_messages(topic, 0, 0, 1, None), Err(StoreError::InvalidTopic { .. })));
+        assert!(matches!(put, Err(Error::InvalidTopic { .. })), "{topic:?}: {put:?}");
+        assert!(matches!(store.get_messages(topic, 0, 0, 1, None), Err(Error::InvalidTopic { .. })));
     }
-    assert!(matches!(store.put(&Message::new("t", 4, "x")), Err(StoreError::InvalidQueue { queue_id: 4, max: 4 })));
-    assert!(matches!(store.get_messages("t", 4, 0, 1, None), Err(StoreError::InvalidQueue { .. })));
+    assert!(matches!(store.put(&Message::new("t", 4, "x")), Err(Error::InvalidQueue { queue_id: 4, max: 4 })));
+    assert!(matches!(store.get_messages("t", 4, 0, 1, None), Err(Error::InvalidQueue { .. })));
     let big = store.put(&Message::new("t", 0, vec![1u8; 1024]));
-    assert!(matches!(big, Err(StoreError::MessageTooLarge { max: 1024, .. })), "{big:?}");
-    assert!(matches!(store.put(&Message::new("t", 0, "x").with_tag("")), Err(StoreError::InvalidField { .. })));
-    assert!(matches!(store.commit_offset("", "t", 0, 1), Err(StoreError::InvalidField { .. })));
+    assert!(matches!(big, Err(Error::MessageTooLarge { max: 1024, .. })), "{big:?}");
+    assert!(matches!(store.put(&Message::new("t", 0, "x").with_tag("")), Err(Error::InvalidField { .. })));
+    assert!(matches!(store.commit_offset("", "t", 0, 1), Err(Error::InvalidField { .. })));
     assert_eq!(store.metrics().log.next_offset, 0, "nothing reached the log");
     assert!(!dir.path().join("consumequeue").join("a").exists());
     assert_eq!(std::fs::read_dir(dir.path().join("consumequeue")).unwrap().count(), 0);
@@ -188,7 +188,7 @@ fn a_second_open_of_the_same_root_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let store = MessageStore::open(dir.path(), config()).unwrap();
     let second = MessageStore::open(dir.path(), config());
-    assert!(matches!(second, Err(StoreError::Log(Error::Locked { .. }))), "{:?}", second.err());
+    assert!(matches!(second, Err(Error::Locked { .. })), "{:?}", second.err());
     drop(store);
 }
 
@@ -197,5 +197,5 @@ fn compaction_of_the_commit_log_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let log = LogConfig { cleanup_policy: strata_log::CleanupPolicy::Compact, ..LogConfig::default() };
     let opened = MessageStore::open(dir.path(), StoreConfig { log, ..StoreConfig::default() });
-    assert!(matches!(opened, Err(StoreError::Log(Error::InvalidConfig { field: "log.cleanup_policy", .. }))));
+    assert!(matches!(opened, Err(Error::InvalidConfig { field: "log.cleanup_policy", .. })));
 }

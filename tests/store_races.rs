@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use strata_log::{
-    Dispatch, DispatchRequest, FlushPolicy, GetResult, GetStatus, LogConfig, Message, MessageStore, PutResult,
-    StoreConfig, StoreResult,
+    Dispatch, DispatchRequest, FlushPolicy, GetResult, GetStatus, LogConfig, Message, MessageStore, PutResult, Result,
+    StoreConfig,
 };
 
 const TOPICS: [&str; 3] = ["t0", "t1", "t2"];
@@ -53,7 +53,7 @@ struct Checker {
 }
 
 impl Dispatch for Checker {
-    fn dispatch(&mut self, request: &DispatchRequest<'_>) -> StoreResult<()> {
+    fn dispatch(&mut self, request: &DispatchRequest<'_>) -> Result<()> {
         let mut bad = self.last_log.is_some_and(|last| request.log_offset <= last);
         self.last_log = Some(request.log_offset);
         let key = (request.topic.to_owned(), request.queue_id);

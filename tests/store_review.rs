@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use strata_log::{Dispatch, DispatchRequest, GetStatus, Message, MessageStore, StoreConfig, StoreError, StoreResult};
+use strata_log::{Dispatch, DispatchRequest, Error, GetStatus, Message, MessageStore, Result, StoreConfig};
 
 #[test]
 fn an_unbounded_timeout_is_not_a_panic() {
@@ -27,7 +27,7 @@ fn a_message_with_more_keys_than_an_index_file_holds_is_refused_not_stored() {
     let store = MessageStore::open(dir.path(), config.clone()).unwrap();
     let keys: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
     let refused = store.put(&Message::new("t", 0, "many keys").with_keys(keys));
-    assert!(matches!(refused, Err(StoreError::InvalidField { what: "keys", .. })), "{refused:?}");
+    assert!(matches!(refused, Err(Error::InvalidField { what: "keys", .. })), "{refused:?}");
     // The store goes on: the next put is numbered 0 and dispatched, and the store reopens.
     let put = store.put(&Message::new("t", 0, "after").with_keys(["a"])).unwrap();
     assert_eq!(put.queue_offset, 0);
@@ -44,7 +44,7 @@ struct Blocker {
 }
 
 impl Dispatch for Blocker {
-    fn dispatch(&mut self, _request: &DispatchRequest<'_>) -> StoreResult<()> {
+    fn dispatch(&mut self, _request: &DispatchRequest<'_>) -> Result<()> {
         if let Some(reached) = self.reached.take() {
             reached.send(()).unwrap();
             let go = self.go.lock().take().unwrap();
@@ -90,7 +90,7 @@ fn deleting_messages_dispatch_has_not_reached_keeps_their_queue_usable() {
 struct PanicsOnce(bool);
 
 impl strata_log::Dispatch for PanicsOnce {
-    fn dispatch(&mut self, _: &strata_log::DispatchRequest<'_>) -> strata_log::StoreResult<()> {
+    fn dispatch(&mut self, _: &strata_log::DispatchRequest<'_>) -> strata_log::Result<()> {
         if !self.0 {
             self.0 = true;
             panic!("a user dispatcher's bug");
@@ -105,7 +105,7 @@ fn a_panicking_user_dispatcher_fails_the_dispatch_without_losing_the_message() {
     let store = strata_log::MessageStore::open(dir.path(), strata_log::StoreConfig::default()).unwrap();
     store.register_dispatcher(Box::new(PanicsOnce(false)));
     let put = store.put(&strata_log::Message::new("t", 0, "m0"));
-    assert!(matches!(put, Err(strata_log::StoreError::DispatchFailed { log_offset: 0, .. })), "{put:?}");
+    assert!(matches!(put, Err(strata_log::Error::DispatchFailed { log_offset: 0, .. })), "{put:?}");
     // The dispatcher thread retries; the message reaches its queue, and the next put works.
     let next = store.put(&strata_log::Message::new("t", 0, "m1")).unwrap();
     assert_eq!(next.queue_offset, 1);

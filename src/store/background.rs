@@ -7,11 +7,11 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use crate::error::Result;
 use crate::events::EventHandle;
 use crate::store::checkpoint;
 use crate::store::dispatch::Dispatch;
 use crate::store::dispatcher;
-use crate::store::error::StoreResult;
 use crate::store::metrics::Counters;
 use crate::store::state::StoreInner;
 
@@ -24,7 +24,7 @@ pub(crate) fn schedule(inner: &Arc<StoreInner>, events: &EventHandle) {
     });
     let offsets = Duration::from_millis(inner.config.offsets_flush_ms);
     every(Arc::downgrade(inner), events.clone(), offsets, "consumer offsets", |inner| {
-        Ok(inner.offsets.flush().inspect_err(|_| Counters::bump(&inner.counters.background_failures))?)
+        inner.offsets.flush().inspect_err(|_| Counters::bump(&inner.counters.background_failures))
     });
 }
 
@@ -34,7 +34,7 @@ fn every(
     events: EventHandle,
     period: Duration,
     name: &'static str,
-    work: fn(&StoreInner) -> StoreResult<()>,
+    work: fn(&StoreInner) -> Result<()>,
 ) {
     let again = events.clone();
     let scheduled = events.put_after(period, name, move || {
@@ -59,7 +59,7 @@ fn every(
 /// flushed. The queues and the index are flushed after it is released: each flush makes durable
 /// every entry appended before it began, which covers every message below the offset, and puts
 /// (which dispatch under that lock) do not wait for those fsyncs — with many queues, one per queue.
-pub(crate) fn checkpoint(inner: &StoreInner) -> StoreResult<()> {
+pub(crate) fn checkpoint(inner: &StoreInner) -> Result<()> {
     let dispatched = {
         let mut state = inner.dispatch.lock();
         let dispatched = inner.progress.dispatched();
@@ -67,7 +67,7 @@ pub(crate) fn checkpoint(inner: &StoreInner) -> StoreResult<()> {
     };
     let queues = dispatcher::flush_queues(&inner.queues);
     let index = inner.index.flush();
-    let flushed = dispatched.and_then(|dispatched| Ok(queues.and(index).map(|()| dispatched)?));
+    let flushed = dispatched.and_then(|dispatched| queues.and(index).map(|()| dispatched));
     let dispatched = flushed.inspect_err(|_| Counters::bump(&inner.counters.background_failures))?;
     if dispatched == inner.last_checkpoint.load(Ordering::Acquire) {
         return Ok(());
@@ -81,7 +81,7 @@ pub(crate) fn checkpoint(inner: &StoreInner) -> StoreResult<()> {
 
 /// Retention (docs/DESIGN.md §11): once the commit log's start moved, deletes the queue files whose
 /// entries all point below it and the index files that end below it.
-pub(crate) fn sweep(inner: &StoreInner) -> StoreResult<()> {
+pub(crate) fn sweep(inner: &StoreInner) -> Result<()> {
     let start = inner.log.start_offset();
     if start <= inner.last_swept_start.load(Ordering::Acquire) {
         return Ok(());
@@ -103,7 +103,7 @@ pub(crate) fn sweep(inner: &StoreInner) -> StoreResult<()> {
         }
         Err(error) => {
             Counters::bump(&inner.counters.background_failures);
-            Err(error.into())
+            Err(error)
         }
     }
 }

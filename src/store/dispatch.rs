@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::store::error::StoreResult;
+use crate::error::Result;
 use crate::store::message::StoredMessage;
 
 /// A message as the dispatcher sees it.
@@ -53,11 +53,11 @@ impl<'a> DispatchRequest<'a> {
 /// must tolerate seeing an offset twice.
 pub trait Dispatch: Send {
     /// Handles one message.
-    fn dispatch(&mut self, request: &DispatchRequest<'_>) -> StoreResult<()>;
+    fn dispatch(&mut self, request: &DispatchRequest<'_>) -> Result<()>;
 
     /// Makes what was dispatched so far durable, if it keeps anything (the store calls it before
     /// it moves its checkpoint).
-    fn flush(&mut self) -> StoreResult<()> {
+    fn flush(&mut self) -> Result<()> {
         Ok(())
     }
 }
@@ -77,17 +77,17 @@ impl BroadcastingOutput {
 }
 
 impl Dispatch for BroadcastingOutput {
-    fn dispatch(&mut self, request: &DispatchRequest<'_>) -> StoreResult<()> {
+    fn dispatch(&mut self, request: &DispatchRequest<'_>) -> Result<()> {
         first_error(self.outputs.iter_mut().map(|output| output.dispatch(request)))
     }
 
-    fn flush(&mut self) -> StoreResult<()> {
+    fn flush(&mut self) -> Result<()> {
         first_error(self.outputs.iter_mut().map(|output| output.flush()))
     }
 }
 
 /// Runs every result (the iterator is consumed whole) and keeps the first error.
-fn first_error(results: impl Iterator<Item = StoreResult<()>>) -> StoreResult<()> {
+fn first_error(results: impl Iterator<Item = Result<()>>) -> Result<()> {
     // Not `try_fold`: it would stop at the first error, and the later outputs would miss it.
     let mut first = Ok(());
     for result in results {
@@ -118,13 +118,13 @@ impl<D: Dispatch> CountingOutput<D> {
 }
 
 impl<D: Dispatch> Dispatch for CountingOutput<D> {
-    fn dispatch(&mut self, request: &DispatchRequest<'_>) -> StoreResult<()> {
+    fn dispatch(&mut self, request: &DispatchRequest<'_>) -> Result<()> {
         self.inner.dispatch(request)?;
         self.count.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
-    fn flush(&mut self) -> StoreResult<()> {
+    fn flush(&mut self) -> Result<()> {
         self.inner.flush()
     }
 }
@@ -133,7 +133,6 @@ impl<D: Dispatch> Dispatch for CountingOutput<D> {
 mod tests {
     use super::*;
     use crate::error::Error;
-    use crate::store::error::StoreError;
     use parking_lot::Mutex;
 
     /// Records the log offsets it sees; fails on the ones in `fail_at`.
@@ -143,10 +142,10 @@ mod tests {
     }
 
     impl Dispatch for Recording {
-        fn dispatch(&mut self, request: &DispatchRequest<'_>) -> StoreResult<()> {
+        fn dispatch(&mut self, request: &DispatchRequest<'_>) -> Result<()> {
             self.seen.lock().push(request.log_offset);
             if self.fail_at.contains(&request.log_offset) {
-                return Err(StoreError::Log(Error::Closed));
+                return Err(Error::Closed);
             }
             Ok(())
         }

@@ -9,7 +9,7 @@
 //! something becomes visible, or a `put` waiting for its own message (no hand-off between threads
 //! on the put path). A failing dispatch (a full disk at a new queue file) is retried by the thread
 //! from the message that failed, after a pause that grows to a second; meanwhile puts waiting for
-//! their messages are told (`StoreError::DispatchFailed`).
+//! their messages are told (`Error::DispatchFailed`).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -22,7 +22,6 @@ use crate::error::{Corruption, Error, Result};
 use crate::log::{BatchView, Cursor, CursorInterrupt};
 use crate::store::consume_queue::ConsumeQueue;
 use crate::store::dispatch::{Dispatch, DispatchRequest};
-use crate::store::error::{StoreError, StoreResult};
 use crate::store::hash::tag_hash;
 use crate::store::index_file::{IndexFiles, key_hash};
 use crate::store::long_poll::LongPolls;
@@ -52,7 +51,7 @@ pub(crate) struct QueueBuilder {
 }
 
 impl Dispatch for QueueBuilder {
-    fn dispatch(&mut self, request: &DispatchRequest<'_>) -> StoreResult<()> {
+    fn dispatch(&mut self, request: &DispatchRequest<'_>) -> Result<()> {
         let queue = self.queues.get_or_open(request.topic, request.queue_id)?;
         let tag_hash = tag_hash(request.tag);
         let mut entry = queue.append(request.queue_offset, request.log_offset, request.size, tag_hash);
@@ -90,7 +89,7 @@ impl Dispatch for QueueBuilder {
                     "consume queue refused a message whose queue offset does not continue it"
                 );
             }
-            Err(error) => return Err(error.into()),
+            Err(error) => return Err(error),
         }
         self.long_polls.arrived(request.topic, request.queue_id, queue.max_offset());
         crate::failpoint::crash_point!("store_after_queue_entry");
@@ -120,7 +119,7 @@ pub(crate) struct IndexBuilder {
 }
 
 impl Dispatch for IndexBuilder {
-    fn dispatch(&mut self, request: &DispatchRequest<'_>) -> StoreResult<()> {
+    fn dispatch(&mut self, request: &DispatchRequest<'_>) -> Result<()> {
         for key in request.keys {
             self.index.put(key_hash(request.topic, key), request.log_offset, request.timestamp_ms)?;
         }
@@ -132,12 +131,7 @@ impl Dispatch for IndexBuilder {
 
 /// Dispatches the messages of `batches` from `inner.progress` on, advancing it batch by batch.
 /// On a failure the cursor is moved back to the message that failed and the error returned.
-fn dispatch_batches(
-    inner: &StoreInner,
-    clock: &Clock,
-    batches: &[BatchView],
-    state: &mut DispatchState,
-) -> StoreResult<()> {
+fn dispatch_batches(inner: &StoreInner, clock: &Clock, batches: &[BatchView], state: &mut DispatchState) -> Result<()> {
     let mut next = inner.progress.dispatched();
     for batch in batches {
         for record in batch.records() {
@@ -150,7 +144,7 @@ fn dispatch_batches(
                     // unwinding here would leave the cursor past messages never dispatched.
                     let request = DispatchRequest::of(&message);
                     let dispatched = catch_unwind(AssertUnwindSafe(|| state.output.dispatch(&request)))
-                        .unwrap_or_else(|payload| Err(Error::panicked("a dispatcher", payload.as_ref()).into()));
+                        .unwrap_or_else(|payload| Err(Error::panicked("a dispatcher", payload.as_ref())));
                     if dispatched.is_ok() {
                         inner.counters.dispatch_lag(clock.now_ms() - message.timestamp_ms());
                     }
@@ -185,7 +179,7 @@ fn dispatch_batches(
 }
 
 /// Dispatches everything visible now, under the dispatch lock (`state`).
-pub(crate) fn dispatch_visible(inner: &StoreInner, state: &mut DispatchState) -> StoreResult<()> {
+pub(crate) fn dispatch_visible(inner: &StoreInner, state: &mut DispatchState) -> Result<()> {
     let clock = inner.log.config().clock.clone();
     inner.dispatch_log_start.store(inner.log.start_offset(), Ordering::Release);
     // The cursor never runs ahead of what is dispatched (a dispatch that failed or panicked
@@ -202,7 +196,7 @@ pub(crate) fn dispatch_visible(inner: &StoreInner, state: &mut DispatchState) ->
                 inner.progress.advance(start);
                 continue;
             }
-            Err(error) => return Err(error.into()),
+            Err(error) => return Err(error),
         };
         if batches.is_empty() {
             return Ok(());
@@ -212,7 +206,7 @@ pub(crate) fn dispatch_visible(inner: &StoreInner, state: &mut DispatchState) ->
 }
 
 /// Dispatches everything visible, on the caller's thread (`open`, before it returns, and `close`).
-pub(crate) fn catch_up(inner: &StoreInner) -> StoreResult<()> {
+pub(crate) fn catch_up(inner: &StoreInner) -> Result<()> {
     dispatch_visible(inner, &mut inner.dispatch.lock())
 }
 
@@ -220,8 +214,8 @@ pub(crate) fn catch_up(inner: &StoreInner) -> StoreResult<()> {
 /// wait for that) is dispatched: if no other thread has dispatched it, this one does, under the
 /// dispatch lock — a put reads its own write without handing off to the dispatcher thread and
 /// back. A failure is the dispatcher thread's to retry: the caller gets
-/// `StoreError::DispatchFailed`.
-pub(crate) fn dispatch_through(inner: &StoreInner, log_offset: u64) -> StoreResult<()> {
+/// `Error::DispatchFailed`.
+pub(crate) fn dispatch_through(inner: &StoreInner, log_offset: u64) -> Result<()> {
     let progress = &inner.progress;
     if progress.dispatched() > log_offset {
         return Ok(());
@@ -234,7 +228,7 @@ pub(crate) fn dispatch_through(inner: &StoreInner, log_offset: u64) -> StoreResu
         if let Err(error) = dispatch_visible(inner, &mut state) {
             Counters::bump(&inner.counters.dispatch_failures);
             progress.fail(error.to_string());
-            return Err(StoreError::DispatchFailed { log_offset, reason: error.to_string() });
+            return Err(Error::DispatchFailed { log_offset, reason: error.to_string() });
         }
     }
     if progress.dispatched() > log_offset {
@@ -285,7 +279,7 @@ fn run(inner: &StoreInner, mut waiter: Cursor) {
             Err(Error::Closed) => break,
             // Visible, or removed by retention (dispatch moves past it).
             Ok(true) | Err(Error::OffsetOutOfRange { .. }) => dispatch_visible(inner, &mut inner.dispatch.lock()),
-            Err(error) => Err(StoreError::Log(error)),
+            Err(error) => Err(error),
         };
         match result {
             Ok(()) => retry = FIRST_RETRY,

@@ -4,8 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::error::Error;
-use crate::store::error::{StoreError, StoreResult};
+use crate::error::{Error, Result};
 use crate::store::hash::tag_hash;
 use crate::store::long_poll::Woken;
 use crate::store::message::StoredMessage;
@@ -82,7 +81,7 @@ impl MessageStore {
         queue_offset: u64,
         max: usize,
         tag: Option<&str>,
-    ) -> StoreResult<GetResult> {
+    ) -> Result<GetResult> {
         let inner = self.inner();
         inner.check_queue(topic, queue_id)?;
         Counters::bump(&inner.counters.gets);
@@ -104,7 +103,7 @@ impl MessageStore {
         max: usize,
         tag: Option<&str>,
         timeout: Duration,
-    ) -> StoreResult<GetResult> {
+    ) -> Result<GetResult> {
         let inner = self.inner();
         // A timeout too long to add to now (`Duration::MAX`) is no limit, not a panic.
         let deadline = Instant::now().checked_add(timeout);
@@ -131,7 +130,7 @@ impl MessageStore {
             match inner.long_polls.wait(topic, queue_id, got.next_queue_offset, remaining, end) {
                 Woken::Arrived => offset = got.next_queue_offset,
                 Woken::TimedOut => return Ok(got),
-                Woken::Closed => return Err(StoreError::Log(Error::Closed)),
+                Woken::Closed => return Err(Error::Closed),
             }
         }
     }
@@ -144,7 +143,7 @@ fn get(
     queue_offset: u64,
     max: usize,
     tag: Option<&str>,
-) -> StoreResult<GetResult> {
+) -> Result<GetResult> {
     let queue = inner.queues.get(topic, queue_id);
     let (min, end) = queue.as_ref().map_or((0, 0), |queue| (queue.min_offset(), queue.max_offset()));
     let result = |status, messages, next| GetResult {

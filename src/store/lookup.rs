@@ -1,7 +1,7 @@
 //! Finding messages by key (the index) and queue positions by time (the commit log's time index
 //! and the consume queue).
 
-use crate::store::error::{StoreError, StoreResult};
+use crate::error::{Error, Result};
 use crate::store::index_file::key_hash;
 use crate::store::message::{StoredMessage, validate_topic};
 use crate::store::message_reader::MessageReader;
@@ -38,11 +38,11 @@ impl MessageStore {
         begin_ms: i64,
         end_ms: i64,
         max: usize,
-    ) -> StoreResult<Vec<StoredMessage>> {
+    ) -> Result<Vec<StoredMessage>> {
         let inner = self.inner();
         validate_topic(topic)?;
         if key.is_empty() {
-            return Err(StoreError::InvalidField { what: "key", name: String::new(), reason: "empty" });
+            return Err(Error::InvalidField { what: "key", name: String::new(), reason: "empty" });
         }
         Counters::bump(&inner.counters.key_queries);
         if max == 0 || begin_ms > end_ms {
@@ -72,7 +72,7 @@ impl MessageStore {
     /// The first queue offset of `topic`'s queue `queue_id` whose message was stored at or after
     /// `timestamp_ms` (the store's append time, which never goes backwards), or the queue's end
     /// if none was. Clamped to the queue's `[min, max]`.
-    pub fn queue_offset_for_timestamp(&self, topic: &str, queue_id: u32, timestamp_ms: i64) -> StoreResult<u64> {
+    pub fn queue_offset_for_timestamp(&self, topic: &str, queue_id: u32, timestamp_ms: i64) -> Result<u64> {
         let inner = self.inner();
         inner.check_queue(topic, queue_id)?;
         let Some(queue) = inner.queues.get(topic, queue_id) else { return Ok(0) };

@@ -2,12 +2,12 @@
 //! records"): value = body, key = the first key, headers = topic, queue, queue offset, tag, keys,
 //! born timestamp and user properties.
 
+use crate::error::{Error, Result};
 use crate::format::{
     MAX_TOPIC_LEN, MESSAGE_BORN_HEADER, MESSAGE_HEADER_PREFIX, MESSAGE_KEY_HEADER, MESSAGE_QUEUE_HEADER,
     MESSAGE_QUEUE_OFFSET_HEADER, MESSAGE_TAG_HEADER, MESSAGE_TOPIC_HEADER,
 };
 use crate::log::{Header, Record, RecordView};
-use crate::store::error::{StoreError, StoreResult};
 
 /// A message to put: a body for a topic's queue, with an optional tag, keys (each indexed for
 /// `query_by_key`), properties and the producer's timestamp.
@@ -98,12 +98,12 @@ impl Message {
 
     /// Checks what the store can hold: a valid topic name, a queue id below `max_queues`,
     /// non-empty tag and keys, property names outside the reserved prefix.
-    pub(crate) fn validate(&self, max_queues: u32) -> StoreResult<()> {
+    pub(crate) fn validate(&self, max_queues: u32) -> Result<()> {
         validate_topic(&self.topic)?;
         if self.queue_id >= max_queues {
-            return Err(StoreError::InvalidQueue { queue_id: self.queue_id, max: max_queues });
+            return Err(Error::InvalidQueue { queue_id: self.queue_id, max: max_queues });
         }
-        let invalid = |what, name: &str, reason| StoreError::InvalidField { what, name: name.to_owned(), reason };
+        let invalid = |what, name: &str, reason| Error::InvalidField { what, name: name.to_owned(), reason };
         if let Some(tag) = &self.tag
             && tag.is_empty()
         {
@@ -184,8 +184,8 @@ fn header<'a>(key: &'a str, value: &'a [u8]) -> Header<'a> {
 
 /// `Ok` if `topic` can name a topic: 1 to 127 bytes of `[A-Za-z0-9._-]`, not `.` or `..` (it
 /// names a directory, so no `/`, `\` or NUL can reach the file system).
-pub fn validate_topic(topic: &str) -> StoreResult<()> {
-    let invalid = |reason| Err(StoreError::InvalidTopic { topic: topic.to_owned(), reason });
+pub fn validate_topic(topic: &str) -> Result<()> {
+    let invalid = |reason| Err(Error::InvalidTopic { topic: topic.to_owned(), reason });
     if topic.is_empty() {
         return invalid("empty");
     }
@@ -214,10 +214,10 @@ pub struct StoredMessage {
 }
 
 impl StoredMessage {
-    /// Decodes a record of the commit log; `StoreError::NotAMessage` if the store did not write it.
-    pub(crate) fn decode(record: RecordView) -> StoreResult<StoredMessage> {
+    /// Decodes a record of the commit log; `Error::NotAMessage` if the store did not write it.
+    pub(crate) fn decode(record: RecordView) -> Result<StoredMessage> {
         let log_offset = record.offset();
-        let not = |reason| StoreError::NotAMessage { log_offset, reason };
+        let not = |reason| Error::NotAMessage { log_offset, reason };
         let (mut topic, mut queue_id, mut queue_offset) = (None, None, None);
         let (mut tag, mut keys, mut born) = (None, Vec::new(), None);
         for header in record.headers() {
@@ -345,13 +345,13 @@ mod tests {
         let log = Log::open(dir.path(), LogConfig::default()).expect("open");
         log.append(&[Record::new(b"plain")]).expect("append");
         let record = log.read(0, 1 << 20).expect("read").next().expect("one").expect("valid");
-        assert!(matches!(StoredMessage::decode(record), Err(StoreError::NotAMessage { log_offset: 0, .. })));
+        assert!(matches!(StoredMessage::decode(record), Err(Error::NotAMessage { log_offset: 0, .. })));
     }
 
     #[test]
     fn topics_that_could_escape_their_directory_are_refused() {
         for bad in ["", ".", "..", "a/b", "a\\b", "nul\0", "sp ace", "é", &"x".repeat(128)] {
-            assert!(matches!(validate_topic(bad), Err(StoreError::InvalidTopic { .. })), "{bad:?}");
+            assert!(matches!(validate_topic(bad), Err(Error::InvalidTopic { .. })), "{bad:?}");
         }
         for good in ["orders", "a.b-c_d", "X", &"x".repeat(127), "..."] {
             validate_topic(good).unwrap_or_else(|e| panic!("{good:?}: {e}"));
@@ -361,11 +361,11 @@ mod tests {
     #[test]
     fn bad_fields_are_refused_before_anything_is_stored() {
         let base = || Message::new("t", 0, b"x".to_vec());
-        assert!(matches!(base().validate(0), Err(StoreError::InvalidQueue { queue_id: 0, max: 0 })));
-        assert!(matches!(base().with_tag("").validate(1), Err(StoreError::InvalidField { what: "tag", .. })));
-        assert!(matches!(base().with_keys([""]).validate(1), Err(StoreError::InvalidField { what: "key", .. })));
+        assert!(matches!(base().validate(0), Err(Error::InvalidQueue { queue_id: 0, max: 0 })));
+        assert!(matches!(base().with_tag("").validate(1), Err(Error::InvalidField { what: "tag", .. })));
+        assert!(matches!(base().with_keys([""]).validate(1), Err(Error::InvalidField { what: "key", .. })));
         let reserved = base().with_property("strata.queue", b"7".to_vec());
-        assert!(matches!(reserved.validate(1), Err(StoreError::InvalidField { what: "property", .. })));
+        assert!(matches!(reserved.validate(1), Err(Error::InvalidField { what: "property", .. })));
         base().validate(1).expect("valid");
     }
 }

@@ -3,8 +3,8 @@
 //! the next ones they hold.
 
 use crate::error::Error;
+use crate::error::Result;
 use crate::log::{BatchView, Cursor, Log, RecordView};
-use crate::store::error::StoreResult;
 
 /// The most bytes one read fetches ahead for the messages still wanted.
 const MAX_READ_AHEAD: usize = 1 << 20;
@@ -23,7 +23,7 @@ impl<'a> MessageReader<'a> {
 
     /// The record at `log_offset`, or `None` if the log no longer holds it (retention). Reads
     /// ahead about `ahead()` bytes when it has to read (the sizes of the messages wanted next).
-    pub(crate) fn read(&mut self, log_offset: u64, ahead: impl FnOnce() -> usize) -> StoreResult<Option<RecordView>> {
+    pub(crate) fn read(&mut self, log_offset: u64, ahead: impl FnOnce() -> usize) -> Result<Option<RecordView>> {
         if let Some(record) = self.cached(log_offset) {
             return Ok(Some(record));
         }
@@ -38,14 +38,14 @@ impl<'a> MessageReader<'a> {
             None => match self.log.cursor(log_offset) {
                 Ok(cursor) => self.cursor.insert(cursor),
                 Err(Error::OffsetOutOfRange { .. }) => return Ok(None),
-                Err(error) => return Err(error.into()),
+                Err(error) => return Err(error),
             },
         };
         self.batches = match cursor.next_batch(ahead().clamp(1, MAX_READ_AHEAD)) {
             Ok(batches) => batches,
             // Removed meanwhile (retention), or not visible (never: dispatch follows the visible end).
             Err(Error::OffsetOutOfRange { .. }) => return Ok(None),
-            Err(error) => return Err(error.into()),
+            Err(error) => return Err(error),
         };
         Ok(self.cached(log_offset))
     }

@@ -7,13 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::events::EventManager;
 use crate::store::checkpoint;
 use crate::store::config::StoreConfig;
 use crate::store::dispatch::Dispatch;
 use crate::store::dispatcher::{self, Dispatcher};
-use crate::store::error::{StoreError, StoreResult};
 use crate::store::metrics::StoreMetrics;
 use crate::store::state::StoreInner;
 use crate::store::{background, recovery};
@@ -66,7 +65,7 @@ impl MessageStore {
     ///
     /// Errors: `Error::InvalidConfig`, `Error::Locked` if another store or log has it open, and
     /// the log's errors.
-    pub fn open(root: impl AsRef<Path>, config: StoreConfig) -> StoreResult<MessageStore> {
+    pub fn open(root: impl AsRef<Path>, config: StoreConfig) -> Result<MessageStore> {
         let inner = recovery::open(root.as_ref(), config)?;
         let inner = Arc::new(inner);
         let events = EventManager::start("strata-store")?;
@@ -79,7 +78,7 @@ impl MessageStore {
     /// writes the store checkpoint and the consumer offsets, closes the commit log and, last,
     /// removes the `abort` marker, so the next open does not recover. Dropping the store does the
     /// same but can only log a failure.
-    pub fn close(mut self) -> StoreResult<()> {
+    pub fn close(mut self) -> Result<()> {
         self.shutdown()
     }
 
@@ -88,7 +87,7 @@ impl MessageStore {
         self.shared.as_deref().expect("a store is used only until it closes")
     }
 
-    fn shutdown(&mut self) -> StoreResult<()> {
+    fn shutdown(&mut self) -> Result<()> {
         let Some(shared) = self.shared.take() else { return Ok(()) };
         let finished = finish(&shared, self.dispatcher.take(), self.events.take());
         // Nothing else holds the store now (its threads are stopped; events hold it weakly).
@@ -98,7 +97,7 @@ impl MessageStore {
                 tracing::error!(
                     "the store is still referenced at close: its commit log closes when the last reference goes"
                 );
-                return finished.and(Err(StoreError::Log(Error::Closed)));
+                return finished.and(Err(Error::Closed));
             }
         };
         let StoreInner { root, log, .. } = inner;
@@ -128,8 +127,8 @@ impl MessageStore {
     /// then the queue and index files that only pointed at them. Returns the new start offset.
     /// Messages below `log_offset` not yet in their queues are dispatched first (a message
     /// deleted before dispatch reached it would leave a hole in its queue's numbering, and the
-    /// queue would refuse every later message): `StoreError::DispatchFailed` if that fails.
-    pub fn delete_messages_before(&self, log_offset: u64) -> StoreResult<u64> {
+    /// queue would refuse every later message): `Error::DispatchFailed` if that fails.
+    pub fn delete_messages_before(&self, log_offset: u64) -> Result<u64> {
         let inner = self.inner();
         let wanted = log_offset.min(inner.log.next_offset());
         if wanted > inner.progress.dispatched() {
@@ -143,11 +142,11 @@ impl MessageStore {
     /// Stores `offset` as the next queue offset `group` will consume from `topic`'s queue
     /// `queue_id`. Durable within `offsets_flush_ms`, or at [`MessageStore::flush_offsets`] or
     /// close.
-    pub fn commit_offset(&self, group: &str, topic: &str, queue_id: u32, offset: u64) -> StoreResult<()> {
+    pub fn commit_offset(&self, group: &str, topic: &str, queue_id: u32, offset: u64) -> Result<()> {
         let inner = self.inner();
         inner.check_queue(topic, queue_id)?;
         if group.is_empty() {
-            return Err(StoreError::InvalidField { what: "group", name: String::new(), reason: "empty" });
+            return Err(Error::InvalidField { what: "group", name: String::new(), reason: "empty" });
         }
         inner.offsets.commit(group, topic, queue_id, offset);
         Ok(())
@@ -165,8 +164,8 @@ impl MessageStore {
     }
 
     /// Writes the committed consumer offsets to `offsets.json` now.
-    pub fn flush_offsets(&self) -> StoreResult<()> {
-        Ok(self.inner().offsets.flush()?)
+    pub fn flush_offsets(&self) -> Result<()> {
+        self.inner().offsets.flush()
     }
 
     /// Every queue that ever had a message: (topic, queue id, min queue offset, max queue
@@ -177,7 +176,7 @@ impl MessageStore {
     }
 
     /// The first queue offset `topic`'s queue `queue_id` holds (0 for a queue without messages).
-    pub fn min_queue_offset(&self, topic: &str, queue_id: u32) -> StoreResult<u64> {
+    pub fn min_queue_offset(&self, topic: &str, queue_id: u32) -> Result<u64> {
         let inner = self.inner();
         inner.check_queue(topic, queue_id)?;
         Ok(inner.queues.get(topic, queue_id).map_or(0, |queue| queue.min_offset()))
@@ -185,7 +184,7 @@ impl MessageStore {
 
     /// The queue offset the next message of `topic`'s queue `queue_id` gets, once dispatched: the
     /// queue holds `[min, max)`.
-    pub fn max_queue_offset(&self, topic: &str, queue_id: u32) -> StoreResult<u64> {
+    pub fn max_queue_offset(&self, topic: &str, queue_id: u32) -> Result<u64> {
         let inner = self.inner();
         inner.check_queue(topic, queue_id)?;
         Ok(inner.queues.get(topic, queue_id).map_or(0, |queue| queue.max_offset()))
@@ -234,12 +233,12 @@ impl Drop for MessageStore {
 /// The first steps of a close, before the log closes: the dispatcher reaches the log's end (after
 /// a flush makes everything stored visible), waiters are released, the background thread stops,
 /// and a last checkpoint and offsets write run. The first failure is returned; every step runs.
-fn finish(inner: &StoreInner, dispatcher: Option<Dispatcher>, events: Option<EventManager>) -> StoreResult<()> {
+fn finish(inner: &StoreInner, dispatcher: Option<Dispatcher>, events: Option<EventManager>) -> Result<()> {
     let flushed = inner.log.flush();
     let stopped = dispatcher.map_or(Ok(()), |dispatcher| dispatcher.stop(inner));
     let caught_up = match (flushed, stopped) {
         (Ok(()), Ok(())) => dispatcher::catch_up(inner),
-        (Err(error), _) | (_, Err(error)) => Err(error.into()),
+        (Err(error), _) | (_, Err(error)) => Err(error),
     };
     inner.progress.stop();
     inner.long_polls.close();
@@ -251,5 +250,5 @@ fn finish(inner: &StoreInner, dispatcher: Option<Dispatcher>, events: Option<Eve
     let checkpointed = caught_up.and_then(|()| background::checkpoint(inner));
     let offsets = inner.offsets.flush();
     checkpointed?;
-    Ok(offsets?)
+    offsets
 }

@@ -4,7 +4,7 @@
 //!   they do: `put`, `get` (and long polls), `lookup` (by key, by time); `recovery` (open),
 //!   `background` (flushes, checkpoint, offsets, retention), `dispatcher` (the thread building
 //!   queues and index), `progress` (how far it got), `metrics`.
-//! - `message`: a message as one record of the commit log; `error`: `StoreError`.
+//! - `message`: a message as one record of the commit log; `error`: `Error`.
 //! - `queues`: every consume queue; `consume_queue`: one queue (`.cq` files of 20-byte entries).
 //! - `hash`: FNV-1a 64, the hash of tags (and of index keys).
 //! - `index_file`: the IndexFile (`<root>/index/<begin_log_offset>.idx`) and `IndexFiles`, the set
@@ -21,7 +21,6 @@ pub(crate) mod consume_queue;
 pub(crate) mod consumer_offsets;
 pub(crate) mod dispatch;
 pub(crate) mod dispatcher;
-pub(crate) mod error;
 pub(crate) mod get;
 pub(crate) mod hash;
 pub(crate) mod index_file;
@@ -39,7 +38,6 @@ pub(crate) mod state;
 
 pub use config::StoreConfig;
 pub use dispatch::{Dispatch, DispatchRequest};
-pub use error::{StoreError, StoreResult};
 pub use get::{GetResult, GetStatus};
 pub use message::{Message, StoredMessage, validate_topic};
 pub use message_store::MessageStore;

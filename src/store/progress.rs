@@ -7,8 +7,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::error::Error;
-use crate::store::error::{StoreError, StoreResult};
+use crate::error::{Error, Result};
 
 /// See the module documentation.
 pub(crate) struct Progress {
@@ -137,9 +136,9 @@ impl Progress {
     }
 
     /// Waits until the message at `log_offset` is dispatched, up to `timeout` (`None`: no limit).
-    /// `Ok(false)` at the timeout. `StoreError::DispatchFailed` if dispatch is stuck before it,
+    /// `Ok(false)` at the timeout. `Error::DispatchFailed` if dispatch is stuck before it,
     /// `Error::Closed` if the dispatcher stopped first.
-    pub(crate) fn wait_past(&self, log_offset: u64, timeout: Option<Duration>) -> StoreResult<bool> {
+    pub(crate) fn wait_past(&self, log_offset: u64, timeout: Option<Duration>) -> Result<bool> {
         if self.dispatched() > log_offset {
             return Ok(true);
         }
@@ -151,10 +150,10 @@ impl Progress {
                 return Ok(true);
             }
             if let Some(reason) = &state.failure {
-                return Err(StoreError::DispatchFailed { log_offset, reason: reason.clone() });
+                return Err(Error::DispatchFailed { log_offset, reason: reason.clone() });
             }
             if state.stopped {
-                return Err(StoreError::Log(Error::Closed));
+                return Err(Error::Closed);
             }
             match deadline {
                 None => self.changed.wait(&mut state),
@@ -188,11 +187,11 @@ mod tests {
         assert!(waiter.join().expect("waiter").expect("woken by progress"));
 
         progress.fail("disk full".into());
-        assert!(matches!(progress.wait_past(9, None), Err(StoreError::DispatchFailed { log_offset: 9, .. })));
+        assert!(matches!(progress.wait_past(9, None), Err(Error::DispatchFailed { log_offset: 9, .. })));
         assert!(progress.wait_past(7, None).expect("below the failure"), "what was dispatched stays dispatched");
         progress.advance(9);
         progress.stop();
-        assert!(matches!(progress.wait_past(20, None), Err(StoreError::Log(Error::Closed))));
+        assert!(matches!(progress.wait_past(20, None), Err(Error::Closed)));
         let started = Instant::now();
         progress.pause(Duration::from_secs(10));
         assert!(started.elapsed() < Duration::from_secs(5), "a stopped dispatcher does not pause");

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::FlushPolicy;
+use crate::error::{Error, Result};
 use crate::log::AppendInfo;
 use crate::store::dispatcher::dispatch_through;
-use crate::store::error::{StoreError, StoreResult};
 use crate::store::message::{FixedFields, Message};
 use crate::store::message_store::MessageStore;
 use crate::store::progress::Progress;
@@ -50,15 +50,15 @@ impl PutHandle {
     }
 
     /// Waits until the message is durable under the flush policy and dispatched to its queue.
-    /// `StoreError::DispatchFailed` if dispatch is failing at it (the message is stored; dispatch
+    /// `Error::DispatchFailed` if dispatch is failing at it (the message is stored; dispatch
     /// retries), `Error::Closed` if the store closed first.
-    pub fn wait(self) -> StoreResult<PutResult> {
+    pub fn wait(self) -> Result<PutResult> {
         self.progress.wait_past(self.last_log_offset, None)?;
         Ok(self.result)
     }
 
     /// [`PutHandle::wait`] up to `timeout`: `Ok(None)` if it is not done by then.
-    pub fn wait_timeout(&self, timeout: Duration) -> StoreResult<Option<PutResult>> {
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<Option<PutResult>> {
         Ok(self.progress.wait_past(self.last_log_offset, Some(timeout))?.then_some(self.result))
     }
 
@@ -72,18 +72,18 @@ impl MessageStore {
     /// Puts `message` and returns once it is durable under the commit log's flush policy and
     /// dispatched to its queue (a `get_messages` after it sees it). Concurrent puts share fsyncs.
     ///
-    /// Errors, with nothing stored: `StoreError::InvalidTopic`, `InvalidQueue`, `InvalidField`,
+    /// Errors, with nothing stored: `Error::InvalidTopic`, `InvalidQueue`, `InvalidField`,
     /// `MessageTooLarge`, and the log's refusals (a full disk). After it was stored:
-    /// `StoreError::DispatchFailed`, or the log's failure to make it durable (the log is
+    /// `Error::DispatchFailed`, or the log's failure to make it durable (the log is
     /// poisoned: reopen).
-    pub fn put(&self, message: &Message) -> StoreResult<PutResult> {
+    pub fn put(&self, message: &Message) -> Result<PutResult> {
         let stored = self.put_all(std::slice::from_ref(message))?;
         self.settle(stored)
     }
 
     /// Stores `message` and returns without waiting for durability or dispatch; the handle says
     /// where it went and waits for it. Puts from one thread are numbered in call order.
-    pub fn put_nowait(&self, message: &Message) -> StoreResult<PutHandle> {
+    pub fn put_nowait(&self, message: &Message) -> Result<PutHandle> {
         let stored = self.put_all(std::slice::from_ref(message))?;
         let progress = Arc::clone(&self.inner().progress);
         // Nobody waits to dispatch it: the dispatcher thread does.
@@ -94,7 +94,7 @@ impl MessageStore {
     /// Puts `messages`, all for one topic and queue, as one batch of the commit log: all or
     /// nothing, consecutive queue offsets. Returns where each went, once all are durable and
     /// dispatched. An empty slice puts nothing.
-    pub fn put_batch(&self, messages: &[Message]) -> StoreResult<Vec<PutResult>> {
+    pub fn put_batch(&self, messages: &[Message]) -> Result<Vec<PutResult>> {
         if messages.is_empty() {
             return Ok(Vec::new());
         }
@@ -107,7 +107,7 @@ impl MessageStore {
 
     /// Waits for a stored batch: durable (under `FlushPolicy::Always`, leading the group commit
     /// if no one else does), then dispatched — by this thread if no other did it first.
-    fn settle(&self, stored: Stored) -> StoreResult<PutResult> {
+    fn settle(&self, stored: Stored) -> Result<PutResult> {
         let inner = self.inner();
         if inner.config.log.flush_policy == FlushPolicy::Always {
             inner.log.wait_batch_durable(&stored.info, FOREVER)?;
@@ -116,7 +116,7 @@ impl MessageStore {
         Ok(stored.result)
     }
 
-    fn put_all(&self, messages: &[Message]) -> StoreResult<Stored> {
+    fn put_all(&self, messages: &[Message]) -> Result<Stored> {
         let inner = self.inner();
         let put = check(inner, messages).and_then(|()| append(inner, messages));
         let counter = if put.is_ok() { &inner.counters.puts } else { &inner.counters.put_failures };
@@ -126,13 +126,13 @@ impl MessageStore {
 }
 
 /// Refuses what the store cannot hold before anything is stored.
-fn check(inner: &StoreInner, messages: &[Message]) -> StoreResult<()> {
+fn check(inner: &StoreInner, messages: &[Message]) -> Result<()> {
     let config = &inner.config;
     let Some(first) = messages.first() else { return Ok(()) };
     for (index, message) in messages.iter().enumerate() {
         if message.topic() != first.topic() || message.queue_id() != first.queue_id() {
             let (topic, queue_id) = (message.topic().to_owned(), message.queue_id());
-            return Err(StoreError::MixedBatch { index, topic, queue_id });
+            return Err(Error::MixedBatch { index, topic, queue_id });
         }
         message.validate(config.max_queues_per_topic)?;
         // Every key is one index entry, and a message's entries must fit in one index file (entry
@@ -140,7 +140,7 @@ fn check(inner: &StoreInner, messages: &[Message]) -> StoreResult<()> {
         let keys = message.keys().len() as u64;
         if keys >= u64::from(config.index_entries) {
             let reason = "more keys than an index file holds (`StoreConfig::index_entries` - 1)";
-            return Err(StoreError::InvalidField { what: "keys", name: format!("{keys} keys"), reason });
+            return Err(Error::InvalidField { what: "keys", name: format!("{keys} keys"), reason });
         }
     }
     Ok(())
@@ -153,7 +153,7 @@ struct Stored {
 }
 
 /// Numbers `messages` (one topic and queue) and appends them under the put lock.
-fn append(inner: &StoreInner, messages: &[Message]) -> StoreResult<Stored> {
+fn append(inner: &StoreInner, messages: &[Message]) -> Result<Stored> {
     let Some(first) = messages.first() else { unreachable!("put_all is never called with no messages") };
     let (topic, queue_id) = (first.topic(), first.queue_id());
     let mut next = inner.puts.next.lock();
@@ -173,7 +173,7 @@ fn append(inner: &StoreInner, messages: &[Message]) -> StoreResult<Stored> {
     // so a record's size does not depend on its queue offset).
     let max = inner.config.max_message_bytes;
     if let Some(size) = records.iter().map(|record| record.encoded_len() as u64).find(|&size| size > max) {
-        return Err(StoreError::MessageTooLarge { size, max });
+        return Err(Error::MessageTooLarge { size, max });
     }
     let info = inner.log.append_nowait(&records)?;
     *slot += messages.len() as u64;

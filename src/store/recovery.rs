@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicU64;
 
 use parking_lot::Mutex;
 
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::format::{STORE_COMMIT_LOG_DIR, STORE_CONSUME_QUEUE_DIR, STORE_INDEX_DIR};
 use crate::log::Log;
 use crate::storage;
@@ -21,7 +21,6 @@ use crate::store::config::StoreConfig;
 use crate::store::consumer_offsets::ConsumerOffsets;
 use crate::store::dispatch::{BroadcastingOutput, CountingOutput};
 use crate::store::dispatcher::{self, IndexBuilder, QueueBuilder};
-use crate::store::error::{StoreError, StoreResult};
 use crate::store::index_file::IndexFiles;
 use crate::store::long_poll::LongPolls;
 use crate::store::metrics::Counters;
@@ -31,7 +30,7 @@ use crate::store::state::PutOffsets;
 use crate::store::state::{DispatchState, StoreInner};
 
 /// Opens and recovers the store in `root`.
-pub(crate) fn open(root: &Path, config: StoreConfig) -> StoreResult<StoreInner> {
+pub(crate) fn open(root: &Path, config: StoreConfig) -> Result<StoreInner> {
     config.validate()?;
     storage::prepare_dir(root)?;
     // The log's directory lock keeps a second store (or log) out.
@@ -119,7 +118,7 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> StoreResult<StoreInner> 
         // never data. On a full disk it cannot be written (a new file needs a block), and the
         // store must still open, so messages can be deleted to make room.
         match background::checkpoint(&inner) {
-            Err(StoreError::Log(error @ Error::DiskFull { .. })) => {
+            Err(error @ Error::DiskFull { .. }) => {
                 tracing::warn!(%error, "the store checkpoint could not be written after recovery; it is retried");
             }
             checkpointed => checkpointed?,
@@ -134,7 +133,7 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> StoreResult<StoreInner> 
 
 /// Opens the index; a damaged file discards the whole index, which is rebuilt (logged). Returns
 /// whether it was (or the directory was missing).
-fn open_index(root: &Path, config: &StoreConfig) -> StoreResult<(IndexFiles, bool)> {
+fn open_index(root: &Path, config: &StoreConfig) -> Result<(IndexFiles, bool)> {
     let dir = root.join(STORE_INDEX_DIR);
     let existed = dir.is_dir();
     match IndexFiles::open_budgeted(&dir, config.index_slots, config.index_entries, config.log.map_budget.clone()) {
@@ -152,7 +151,7 @@ fn open_index(root: &Path, config: &StoreConfig) -> StoreResult<(IndexFiles, boo
                 true,
             ))
         }
-        Err(error) => Err(error.into()),
+        Err(error) => Err(error),
     }
 }
 
@@ -165,7 +164,7 @@ const CHECKED_FILES: u64 = 3;
 /// does not fit the log (docs/DESIGN.md §11): zero, not above the previous entry's log offset, or
 /// at or past `log_next`. A cut queue is refilled by dispatch: returns the log offset it must start
 /// from (after the last entry a cut queue kept; 0 if one kept none), if any queue was cut.
-fn check_queues(queues: &Queues, from: u64, log_next: u64, entries_per_file: u64) -> StoreResult<Option<u64>> {
+fn check_queues(queues: &Queues, from: u64, log_next: u64, entries_per_file: u64) -> Result<Option<u64>> {
     let mut refill_from: Option<u64> = None;
     for (topic, queue_id, queue) in queues.all() {
         let durable_end = queue.queue_offset_for_log_offset(from)?;

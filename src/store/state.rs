@@ -9,11 +9,11 @@ use std::sync::atomic::AtomicU64;
 
 use parking_lot::Mutex;
 
+use crate::error::{Error, Result};
 use crate::log::{Cursor, Log};
 use crate::store::config::StoreConfig;
 use crate::store::consumer_offsets::ConsumerOffsets;
 use crate::store::dispatch::{BroadcastingOutput, CountingOutput};
-use crate::store::error::{StoreError, StoreResult};
 use crate::store::index_file::IndexFiles;
 use crate::store::long_poll::LongPolls;
 use crate::store::message::validate_topic;
@@ -64,11 +64,11 @@ pub(crate) struct PutOffsets {
 
 impl StoreInner {
     /// `Ok` if `topic` and `queue_id` can name a queue of this store.
-    pub(crate) fn check_queue(&self, topic: &str, queue_id: u32) -> StoreResult<()> {
+    pub(crate) fn check_queue(&self, topic: &str, queue_id: u32) -> Result<()> {
         validate_topic(topic)?;
         let max = self.config.max_queues_per_topic;
         if queue_id >= max {
-            return Err(StoreError::InvalidQueue { queue_id, max });
+            return Err(Error::InvalidQueue { queue_id, max });
         }
         Ok(())
     }

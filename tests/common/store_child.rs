@@ -25,7 +25,7 @@ use std::sync::mpsc::{self, Receiver};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use strata_log::{Error, LogConfig, Message, MessageStore, StoreConfig, StoreError};
+use strata_log::{Error, LogConfig, Message, MessageStore, StoreConfig};
 
 const CHILD_DIR: &str = "STRATA_STORE_CHILD_DIR";
 const CHILD_OP: &str = "STRATA_STORE_CHILD_OP";
@@ -139,7 +139,7 @@ pub fn open_unlocked(dir: &Path) -> MessageStore {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         match MessageStore::open(dir, config()) {
-            Err(StoreError::Log(Error::Locked { .. })) if Instant::now() < deadline => {
+            Err(Error::Locked { .. }) if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(5));
             }
             other => return other.unwrap(),

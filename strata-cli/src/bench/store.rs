@@ -12,7 +12,7 @@ use strata_log::internals::format::{
     CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, STORE_ABORT_FILE, STORE_CHECKPOINT_FILE, STORE_COMMIT_LOG_DIR,
 };
 use strata_log::internals::io_error;
-use strata_log::{Error, FlushPolicy, Log, LogConfig, Message, MessageStore, Record, Result, StoreConfig, StoreError};
+use strata_log::{FlushPolicy, Log, LogConfig, Message, MessageStore, Record, Result, StoreConfig};
 
 type Progress<'a> = &'a mut dyn FnMut(&str, u64, u64);
 /// Records one phase's result (after a `sync`), as `phases::run_all` does for its own.
@@ -52,19 +52,11 @@ pub(super) fn run_all(dir: &Path, options: &BenchOptions, phase: Phase<'_>, prog
     for batch in GET_BATCHES {
         phase(get(&store, &root, options.store_messages, batch, progress))?;
     }
-    phase(query_by_key(&store, &root, options, progress))?;
-    store.close().map_err(store_error(&root))?;
+    phase(query_by_key(&store, options, progress))?;
+    store.close()?;
     phase(recovery(&root, options, Checkpoint::Kept, progress))?;
     phase(recovery(&root, options, Checkpoint::Lost, progress))?;
     Ok(())
-}
-
-/// The store's errors as the bench's: the log's as they are, the rest wrapped with the directory.
-fn store_error(dir: &Path) -> impl Fn(StoreError) -> Error + '_ {
-    move |error| match error {
-        StoreError::Log(error) => error,
-        other => io_error("store", dir)(std::io::Error::other(other)),
-    }
 }
 
 /// `always`, `never`, `interval10ms`: a policy in a phase name.
@@ -82,7 +74,7 @@ fn store_config(policy: FlushPolicy) -> StoreConfig {
 }
 
 fn open_store(root: &Path, policy: FlushPolicy) -> Result<MessageStore> {
-    MessageStore::open(root, store_config(policy)).map_err(store_error(root))
+    MessageStore::open(root, store_config(policy))
 }
 
 /// One 100-byte message per queue of `TOPIC`.
@@ -175,11 +167,11 @@ fn put(
     let cap = call_cap(options, policy);
     let (latencies, elapsed) = drive(dir, threads, cap, options.store_seconds, |thread, call| {
         let message = &messages[(thread as u64 + call) as usize % messages.len()];
-        store.put(message).map(drop).map_err(store_error(&root))
+        store.put(message).map(drop)
     })?;
     progress(&name, 1, 1);
     let metrics = store.metrics();
-    store.close().map_err(store_error(&root))?;
+    store.close()?;
     let ops = latencies.len() as u64;
     let mut r = result(&name, ops, ops * BODY_BYTES as u64, elapsed, latencies);
     r.appends_per_fsync = (policy == FlushPolicy::Always).then_some(metrics.log.appends_per_sync);
@@ -209,7 +201,7 @@ fn dispatch_lag(dir: &Path, options: &BenchOptions, progress: Progress<'_>) -> R
         let driven = drive(dir, threads, cap, options.store_seconds, |thread, call| {
             let message = &messages[(thread as u64 + call) as usize % messages.len()];
             // The handle is dropped: the phase is about dispatch keeping up, not about waiting.
-            store.put_nowait(message).map(drop).map_err(store_error(&root))
+            store.put_nowait(message).map(drop)
         });
         done.store(true, Ordering::Relaxed);
         (driven, sampler.join().unwrap_or(0))
@@ -217,11 +209,11 @@ fn dispatch_lag(dir: &Path, options: &BenchOptions, progress: Progress<'_>) -> R
     let (latencies, elapsed) = driven?;
     // A put waits for every message before it to be dispatched.
     let catching_up = Instant::now();
-    store.put(&messages[0]).map_err(store_error(&root))?;
+    store.put(&messages[0])?;
     let caught_up = catching_up.elapsed();
     progress(&name, 1, 1);
     let metrics = store.metrics();
-    store.close().map_err(store_error(&root))?;
+    store.close()?;
     let ops = latencies.len() as u64;
     let mut r = result(&name, ops, ops * BODY_BYTES as u64, elapsed, latencies);
     r.max_dispatch_lag_ms = Some(metrics.max_dispatch_lag_ms);
@@ -247,13 +239,13 @@ fn fill(root: &Path, options: &BenchOptions, progress: Progress<'_>) -> Result<M
     let mut last = None;
     for i in 0..options.store_messages {
         let message = Message::new(TOPIC, 0, body.clone()).with_keys([key(i)]);
-        last = Some(store.put_nowait(&message).map_err(store_error(root))?);
+        last = Some(store.put_nowait(&message)?);
         if i % 4096 == 0 {
             progress("store (filling)", i, options.store_messages);
         }
     }
     if let Some(last) = last {
-        last.wait().map_err(store_error(root))?;
+        last.wait()?;
     }
     Ok(store)
 }
@@ -265,7 +257,7 @@ fn consume(store: &MessageStore, root: &Path, messages: u64, batch: usize) -> Re
     let mut latencies = Vec::with_capacity(messages.div_ceil(batch as u64) as usize);
     while next < messages {
         let t = Instant::now();
-        let got = store.get_messages(TOPIC, 0, next, batch, None).map_err(store_error(root))?;
+        let got = store.get_messages(TOPIC, 0, next, batch, None)?;
         latencies.push(t.elapsed());
         if got.messages.is_empty() {
             let reason = format!("queue 0 gave nothing at {next} of {messages} ({:?})", got.status);
@@ -290,12 +282,7 @@ fn get(store: &MessageStore, root: &Path, messages: u64, batch: usize, progress:
 
 /// `query_by_key` of keys drawn at random from the filled store's, for `store_seconds` or one
 /// query per message; a query that does not find exactly its message is counted in the note.
-fn query_by_key(
-    store: &MessageStore,
-    root: &Path,
-    options: &BenchOptions,
-    progress: Progress<'_>,
-) -> Result<BenchResult> {
+fn query_by_key(store: &MessageStore, options: &BenchOptions, progress: Progress<'_>) -> Result<BenchResult> {
     let name = "store_query_by_key";
     let deadline = Instant::now() + Duration::from_secs_f64(options.store_seconds);
     let mut state = 0x9e37_79b9_7f4a_7c15u64; // xorshift64: the same keys every run
@@ -307,7 +294,7 @@ fn query_by_key(
         state ^= state << 17;
         let wanted = key(state % options.store_messages);
         let t = Instant::now();
-        let found = store.query_by_key(TOPIC, &wanted, 0, i64::MAX, QUERY_MAX).map_err(store_error(root))?;
+        let found = store.query_by_key(TOPIC, &wanted, 0, i64::MAX, QUERY_MAX)?;
         latencies.push(t.elapsed());
         if found.len() != 1 || found[0].keys() != [wanted] {
             misses += 1;
@@ -367,8 +354,8 @@ fn recovery(
     let started = Instant::now();
     let store = open_store(root, options.flush_policy)?;
     let elapsed = started.elapsed();
-    let end = store.max_queue_offset(TOPIC, 0).map_err(store_error(root))?;
-    store.close().map_err(store_error(root))?;
+    let end = store.max_queue_offset(TOPIC, 0)?;
+    store.close()?;
     progress(name, 1, 1);
     if end != options.store_messages {
         let reason = format!("queue 0 ends at {end} after recovery, not {}", options.store_messages);

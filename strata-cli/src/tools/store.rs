@@ -16,7 +16,7 @@ use super::ToolError;
 use super::text::iso_ms;
 use strata_log::internals::format::{STORE_COMMIT_LOG_DIR, STORE_INDEX_DIR};
 use strata_log::internals::inspect::store::{IndexFileHeader, index_file_header, is_store_root};
-use strata_log::{Error, GetStatus, Message, MessageStore, StoreConfig, StoreError, StoredMessage};
+use strata_log::{Error, GetStatus, Message, MessageStore, StoreConfig, StoredMessage};
 
 /// Lines `put` sends in one wait for durability (each is its own message and record).
 const PUT_WAIT_EVERY: usize = 1_000;
@@ -86,16 +86,23 @@ pub fn open_store(root: &Path, config: StoreConfig) -> Result<MessageStore, Tool
 }
 
 /// A store error as the command reports it.
-pub fn store_error(root: &Path, error: StoreError) -> ToolError {
+pub fn store_error(root: &Path, error: Error) -> ToolError {
     match error {
-        StoreError::Log(Error::Locked { path }) => ToolError::Usage(format!(
+        Error::Locked { path } => ToolError::Usage(format!(
             "{}: the message store is open in another process (it holds {}); stop it first \
              (`strata verify` and `strata dump` only read, and work beside it)",
             root.display(),
             path.display()
         )),
-        StoreError::Log(error) => ToolError::Log(error),
-        other => ToolError::Usage(other.to_string()),
+        // What the store refuses of the input: the command line asked for it.
+        error @ (Error::InvalidTopic { .. }
+        | Error::InvalidQueue { .. }
+        | Error::MessageTooLarge { .. }
+        | Error::InvalidField { .. }
+        | Error::MixedBatch { .. }
+        | Error::NotAMessage { .. }
+        | Error::DispatchFailed { .. }) => ToolError::Usage(error.to_string()),
+        error => ToolError::Log(error),
     }
 }
 
@@ -170,7 +177,7 @@ pub fn put(
 }
 
 /// Waits for the puts in flight and counts them.
-fn settle(pending: &mut Vec<strata_log::PutHandle>, summary: &mut PutSummary) -> Result<(), StoreError> {
+fn settle(pending: &mut Vec<strata_log::PutHandle>, summary: &mut PutSummary) -> Result<(), Error> {
     for handle in pending.drain(..) {
         let put = handle.wait()?;
         summary.messages += 1;
