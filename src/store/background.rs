@@ -3,7 +3,6 @@
 //! start has passed are deleted; every `offsets_flush_ms` the consumer offsets are written. A
 //! failure is logged and counted, and the work runs again at its next turn.
 
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -13,10 +12,10 @@ use crate::store::checkpoint;
 use crate::store::dispatch::Dispatch;
 use crate::store::dispatcher;
 use crate::store::metrics::Counters;
-use crate::store::state::StoreInner;
+use crate::store::state::StoreState;
 
 /// Schedules the periodic work; it ends when the store is gone or its event thread stops.
-pub(crate) fn schedule(inner: &Arc<StoreInner>, events: &EventHandle) {
+pub(crate) fn schedule(inner: &Arc<StoreState>, events: &EventHandle) {
     let flush = Duration::from_millis(inner.config.flush_interval_ms);
     every(Arc::downgrade(inner), events.clone(), flush, "store checkpoint", |inner| {
         let checkpointed = checkpoint(inner);
@@ -30,11 +29,11 @@ pub(crate) fn schedule(inner: &Arc<StoreInner>, events: &EventHandle) {
 
 /// Runs `work` every `period`, for as long as the store lives.
 fn every(
-    inner: Weak<StoreInner>,
+    inner: Weak<StoreState>,
     events: EventHandle,
     period: Duration,
     name: &'static str,
-    work: fn(&StoreInner) -> Result<()>,
+    work: fn(&StoreState) -> Result<()>,
 ) {
     let again = events.clone();
     let scheduled = events.put_after(period, name, move || {
@@ -59,7 +58,7 @@ fn every(
 /// flushed. The queues and the index are flushed after it is released: each flush makes durable
 /// every entry appended before it began, which covers every message below the offset, and puts
 /// (which dispatch under that lock) do not wait for those fsyncs — with many queues, one per queue.
-pub(crate) fn checkpoint(inner: &StoreInner) -> Result<()> {
+pub(crate) fn checkpoint(inner: &StoreState) -> Result<()> {
     let dispatched = {
         let mut state = inner.dispatch.lock();
         let dispatched = inner.progress.dispatched();
@@ -69,21 +68,21 @@ pub(crate) fn checkpoint(inner: &StoreInner) -> Result<()> {
     let index = inner.index.flush();
     let flushed = dispatched.and_then(|dispatched| queues.and(index).map(|()| dispatched));
     let dispatched = flushed.inspect_err(|_| Counters::bump(&inner.counters.background_failures))?;
-    if dispatched == inner.last_checkpoint.load(Ordering::Acquire) {
+    if !inner.maintenance.checkpoint_is_new(dispatched) {
         return Ok(());
     }
     crate::failpoint::crash_point!("store_before_checkpoint");
     checkpoint::write(&inner.root, dispatched).inspect_err(|_| Counters::bump(&inner.counters.background_failures))?;
-    inner.last_checkpoint.store(dispatched, Ordering::Release);
+    inner.maintenance.checkpointed(dispatched);
     Counters::bump(&inner.counters.checkpoints);
     Ok(())
 }
 
 /// Retention (docs/DESIGN.md §11): once the commit log's start moved, deletes the queue files whose
 /// entries all point below it and the index files that end below it.
-pub(crate) fn sweep(inner: &StoreInner) -> Result<()> {
+pub(crate) fn sweep(inner: &StoreState) -> Result<()> {
     let start = inner.log.start_offset();
-    if start <= inner.last_swept_start.load(Ordering::Acquire) {
+    if !inner.maintenance.sweep_is_due(start) {
         return Ok(());
     }
     let mut first = Ok(());
@@ -98,7 +97,7 @@ pub(crate) fn sweep(inner: &StoreInner) -> Result<()> {
     let swept = first.and(index.map(|_| ()));
     match swept {
         Ok(()) => {
-            inner.last_swept_start.fetch_max(start, Ordering::AcqRel);
+            inner.maintenance.swept(start);
             Ok(())
         }
         Err(error) => {

@@ -28,11 +28,14 @@ pub struct DispatchRequest<'a> {
     pub keys: &'a [String],
     /// When the store appended it.
     pub timestamp_ms: i64,
+    /// The commit log's start when dispatch read the message: messages below it that dispatch
+    /// never reached were removed by retention (their queue offsets are skipped).
+    pub log_start: u64,
 }
 
 impl<'a> DispatchRequest<'a> {
-    /// The request for a stored message.
-    pub fn of(message: &'a StoredMessage) -> DispatchRequest<'a> {
+    /// The request for a stored message, read from a commit log that starts at `log_start`.
+    pub fn of(message: &'a StoredMessage, log_start: u64) -> DispatchRequest<'a> {
         DispatchRequest {
             log_offset: message.log_offset(),
             size: u32::try_from(message.encoded_len()).unwrap_or(u32::MAX),
@@ -42,6 +45,7 @@ impl<'a> DispatchRequest<'a> {
             tag: message.tag(),
             keys: message.keys(),
             timestamp_ms: message.timestamp_ms(),
+            log_start,
         }
     }
 }
@@ -161,6 +165,7 @@ mod tests {
             tag: None,
             keys: &[],
             timestamp_ms: 0,
+            log_start: 0,
         }
     }
 

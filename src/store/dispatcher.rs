@@ -13,7 +13,6 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -28,7 +27,7 @@ use crate::store::long_poll::LongPolls;
 use crate::store::message::{StoredMessage, validate_topic};
 use crate::store::metrics::Counters;
 use crate::store::queues::Queues;
-use crate::store::state::{DispatchState, StoreInner};
+use crate::store::state::{DispatchState, StoreState};
 
 /// Bytes of batches the dispatcher reads at once.
 const READ_BYTES: usize = 1 << 20;
@@ -45,9 +44,6 @@ pub(crate) struct QueueBuilder {
     pub(crate) queues: Arc<Queues>,
     pub(crate) long_polls: Arc<LongPolls>,
     pub(crate) counters: Arc<Counters>,
-    /// The commit log's start as dispatch last saw it (`dispatch_visible` sets it): messages
-    /// below it that dispatch never reached leave gaps the builder fills.
-    pub(crate) log_start: Arc<AtomicU64>,
 }
 
 impl Dispatch for QueueBuilder {
@@ -60,7 +56,7 @@ impl Dispatch for QueueBuilder {
         {
             // Retention (the log's own, by time or size) removed messages of this queue before
             // dispatch reached them: keep the numbering, with placeholders a read skips.
-            let below = self.log_start.load(Ordering::Acquire).min(request.log_offset);
+            let below = request.log_start.min(request.log_offset);
             let filled = queue.fill_gap(found, below)?;
             if filled > 0 {
                 tracing::warn!(
@@ -131,7 +127,13 @@ impl Dispatch for IndexBuilder {
 
 /// Dispatches the messages of `batches` from `inner.progress` on, advancing it batch by batch.
 /// On a failure the cursor is moved back to the message that failed and the error returned.
-fn dispatch_batches(inner: &StoreInner, clock: &Clock, batches: &[BatchView], state: &mut DispatchState) -> Result<()> {
+fn dispatch_batches(
+    inner: &StoreState,
+    clock: &Clock,
+    log_start: u64,
+    batches: &[BatchView],
+    state: &mut DispatchState,
+) -> Result<()> {
     let mut next = inner.progress.dispatched();
     for batch in batches {
         for record in batch.records() {
@@ -142,7 +144,7 @@ fn dispatch_batches(inner: &StoreInner, clock: &Clock, batches: &[BatchView], st
                 Ok(message) if validate_topic(message.topic()).is_ok() => {
                     // A dispatcher that panics (a user's) fails this dispatch, which is retried:
                     // unwinding here would leave the cursor past messages never dispatched.
-                    let request = DispatchRequest::of(&message);
+                    let request = DispatchRequest::of(&message, log_start);
                     let dispatched = catch_unwind(AssertUnwindSafe(|| state.output.dispatch(&request)))
                         .unwrap_or_else(|payload| Err(Error::panicked("a dispatcher", payload.as_ref())));
                     if dispatched.is_ok() {
@@ -179,9 +181,9 @@ fn dispatch_batches(inner: &StoreInner, clock: &Clock, batches: &[BatchView], st
 }
 
 /// Dispatches everything visible now, under the dispatch lock (`state`).
-pub(crate) fn dispatch_visible(inner: &StoreInner, state: &mut DispatchState) -> Result<()> {
+pub(crate) fn dispatch_visible(inner: &StoreState, state: &mut DispatchState) -> Result<()> {
     let clock = inner.log.config().clock.clone();
-    inner.dispatch_log_start.store(inner.log.start_offset(), Ordering::Release);
+    let log_start = inner.log.start_offset();
     // The cursor never runs ahead of what is dispatched (a dispatch that failed or panicked
     // after its batches were read).
     state.cursor.seek(inner.progress.dispatched());
@@ -201,12 +203,12 @@ pub(crate) fn dispatch_visible(inner: &StoreInner, state: &mut DispatchState) ->
         if batches.is_empty() {
             return Ok(());
         }
-        dispatch_batches(inner, &clock, &batches, state)?;
+        dispatch_batches(inner, &clock, log_start, &batches, state)?;
     }
 }
 
 /// Dispatches everything visible, on the caller's thread (`open`, before it returns, and `close`).
-pub(crate) fn catch_up(inner: &StoreInner) -> Result<()> {
+pub(crate) fn catch_up(inner: &StoreState) -> Result<()> {
     dispatch_visible(inner, &mut inner.dispatch.lock())
 }
 
@@ -215,7 +217,7 @@ pub(crate) fn catch_up(inner: &StoreInner) -> Result<()> {
 /// dispatch lock — a put reads its own write without handing off to the dispatcher thread and
 /// back. A failure is the dispatcher thread's to retry: the caller gets
 /// `Error::DispatchFailed`.
-pub(crate) fn dispatch_through(inner: &StoreInner, log_offset: u64) -> Result<()> {
+pub(crate) fn dispatch_through(inner: &StoreState, log_offset: u64) -> Result<()> {
     let progress = &inner.progress;
     if progress.dispatched() > log_offset {
         return Ok(());
@@ -252,7 +254,7 @@ pub(crate) struct Dispatcher {
 
 impl Dispatcher {
     /// Starts the thread.
-    pub(crate) fn spawn(inner: Arc<StoreInner>) -> Result<Dispatcher> {
+    pub(crate) fn spawn(inner: Arc<StoreState>) -> Result<Dispatcher> {
         let waiter = inner.log.cursor(inner.progress.dispatched())?;
         let interrupt = waiter.interrupter();
         let thread = std::thread::Builder::new()
@@ -263,14 +265,14 @@ impl Dispatcher {
     }
 
     /// Stops the thread; `Error::Panicked` if it panicked.
-    pub(crate) fn stop(self, inner: &StoreInner) -> Result<()> {
+    pub(crate) fn stop(self, inner: &StoreState) -> Result<()> {
         inner.progress.halt();
         self.interrupt.interrupt();
         self.thread.join().map_err(|payload| Error::panicked("the dispatcher thread", payload.as_ref()))
     }
 }
 
-fn run(inner: &StoreInner, mut waiter: Cursor) {
+fn run(inner: &StoreState, mut waiter: Cursor) {
     let mut retry = FIRST_RETRY;
     while inner.progress.wait_for_work() {
         waiter.seek(inner.progress.dispatched());

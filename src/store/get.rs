@@ -11,7 +11,7 @@ use crate::store::message::StoredMessage;
 use crate::store::message_reader::MessageReader;
 use crate::store::message_store::MessageStore;
 use crate::store::metrics::Counters;
-use crate::store::state::StoreInner;
+use crate::store::state::StoreState;
 
 /// Entries read from a consume queue at once.
 const ENTRIES_AT_ONCE: u64 = 1_024;
@@ -137,7 +137,7 @@ impl MessageStore {
 }
 
 fn get(
-    inner: &StoreInner,
+    inner: &StoreState,
     topic: &str,
     queue_id: u32,
     queue_offset: u64,

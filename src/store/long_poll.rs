@@ -2,12 +2,13 @@
 //! until the dispatcher adds an entry to that queue, the deadline passes, or the store closes —
 //! woken by a condition variable per queue, never by polling.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
+
+use crate::store::queue_map::QueueMap;
 
 /// One queue's signal: the queue's end as the dispatcher last published it.
 #[derive(Default)]
@@ -36,8 +37,7 @@ pub(crate) enum Woken {
 /// The signals of every queue someone waited on or the dispatcher wrote to.
 #[derive(Default)]
 pub(crate) struct LongPolls {
-    /// topic → queue id → signal.
-    signals: Mutex<HashMap<String, HashMap<u32, Arc<Signal>>>>,
+    signals: Mutex<QueueMap<Arc<Signal>>>,
     closed: AtomicBool,
     /// Waits that found nothing and were held, and those an arrival woke.
     pub(crate) held: AtomicU64,
@@ -47,7 +47,7 @@ pub(crate) struct LongPolls {
 impl LongPolls {
     fn signal(&self, topic: &str, queue_id: u32) -> Arc<Signal> {
         let mut signals = self.signals.lock();
-        let signal = signals.entry(topic.to_owned()).or_default().entry(queue_id).or_default();
+        let signal = signals.get_or_insert_with(topic, queue_id, Arc::default);
         if self.closed.load(Ordering::SeqCst) {
             signal.end.lock().closed = true;
         }
@@ -58,7 +58,7 @@ impl LongPolls {
     pub(crate) fn arrived(&self, topic: &str, queue_id: u32, max_offset: u64) {
         let signal = {
             let signals = self.signals.lock();
-            match signals.get(topic).and_then(|queues| queues.get(&queue_id)) {
+            match signals.get(topic, queue_id) {
                 Some(signal) => Arc::clone(signal),
                 None => return, // nobody ever waited on it: no one to wake
             }
@@ -93,21 +93,14 @@ impl LongPolls {
     /// queues someone is waiting on, not every name ever polled.
     fn release(&self, topic: &str, queue_id: u32, signal: Arc<Signal>) {
         drop(signal);
-        let mut signals = self.signals.lock();
-        let Some(queues) = signals.get_mut(topic) else { return };
         // Under the map lock: a waiter takes its clone under it too, so a count of 1 is final.
-        if queues.get(&queue_id).is_some_and(|signal| Arc::strong_count(signal) == 1) {
-            queues.remove(&queue_id);
-            if queues.is_empty() {
-                signals.remove(topic);
-            }
-        }
+        self.signals.lock().remove_if(topic, queue_id, |signal| Arc::strong_count(signal) == 1);
     }
 
     /// How many queues have a signal (waited on now).
     #[cfg(test)]
     fn signal_count(&self) -> usize {
-        self.signals.lock().values().map(HashMap::len).sum()
+        self.signals.lock().len()
     }
 
     /// The wait itself, on `signal`.
@@ -145,7 +138,7 @@ impl LongPolls {
     /// The store is closing: every wait, and every later one, ends with `Woken::Closed`.
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
-        let signals: Vec<Arc<Signal>> = self.signals.lock().values().flat_map(HashMap::values).cloned().collect();
+        let signals: Vec<Arc<Signal>> = self.signals.lock().values().cloned().collect();
         for signal in signals {
             signal.end.lock().closed = true;
             signal.arrived.notify_all();

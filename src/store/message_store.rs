@@ -14,7 +14,7 @@ use crate::store::config::StoreConfig;
 use crate::store::dispatch::Dispatch;
 use crate::store::dispatcher::{self, Dispatcher};
 use crate::store::metrics::StoreMetrics;
-use crate::store::state::StoreInner;
+use crate::store::state::StoreState;
 use crate::store::{background, recovery};
 
 /// A message store (RocketMQ's layer): topics and queues over one commit log.
@@ -45,7 +45,7 @@ use crate::store::{background, recovery};
 /// ```
 pub struct MessageStore {
     /// `None` only once closed.
-    shared: Option<Arc<StoreInner>>,
+    shared: Option<Arc<StoreState>>,
     dispatcher: Option<Dispatcher>,
     events: Option<EventManager>,
 }
@@ -83,7 +83,7 @@ impl MessageStore {
     }
 
     /// What every call works on.
-    pub(crate) fn inner(&self) -> &StoreInner {
+    pub(crate) fn inner(&self) -> &StoreState {
         self.shared.as_deref().expect("a store is used only until it closes")
     }
 
@@ -100,7 +100,7 @@ impl MessageStore {
                 return finished.and(Err(Error::Closed));
             }
         };
-        let StoreInner { root, log, .. } = inner;
+        let StoreState { root, log, .. } = inner;
         let closed = log.close();
         finished?;
         closed?;
@@ -205,7 +205,7 @@ impl MessageStore {
             gets: load(&counters.gets),
             messages_got: load(&counters.messages_got),
             key_queries: load(&counters.key_queries),
-            dispatched: load(&inner.dispatched),
+            dispatched: inner.dispatch.count(),
             dispatched_up_to,
             dispatch_lag_ms: counters.last_dispatch_lag_ms.load(Ordering::Relaxed),
             max_dispatch_lag_ms: counters.max_dispatch_lag_ms.load(Ordering::Relaxed),
@@ -233,7 +233,7 @@ impl Drop for MessageStore {
 /// The first steps of a close, before the log closes: the dispatcher reaches the log's end (after
 /// a flush makes everything stored visible), waiters are released, the background thread stops,
 /// and a last checkpoint and offsets write run. The first failure is returned; every step runs.
-fn finish(inner: &StoreInner, dispatcher: Option<Dispatcher>, events: Option<EventManager>) -> Result<()> {
+fn finish(inner: &StoreState, dispatcher: Option<Dispatcher>, events: Option<EventManager>) -> Result<()> {
     let flushed = inner.log.flush();
     let stopped = dispatcher.map_or(Ok(()), |dispatcher| dispatcher.stop(inner));
     let caught_up = match (flushed, stopped) {

@@ -1,11 +1,15 @@
 //! The message store (RocketMQ's layer, docs/DESIGN.md §11): topics and queues over one commit log.
 //!
-//! - `message_store`: `MessageStore`, open and close; `state`: what its calls and threads share; its calls by what
-//!   they do: `put`, `get` (and long polls), `lookup` (by key, by time); `recovery` (open),
-//!   `background` (flushes, checkpoint, offsets, retention), `dispatcher` (the thread building
-//!   queues and index), `progress` (how far it got), `metrics`.
-//! - `message`: a message as one record of the commit log; `error`: `Error`.
-//! - `queues`: every consume queue; `consume_queue`: one queue (`.cq` files of 20-byte entries).
+//! - `message_store`: `MessageStore`, the handle (open, close); `state`: `StoreState`, what its
+//!   calls and threads share (the parts table and the lock order), of owners: `sequencer` (the
+//!   put lock), `progress` (how far dispatch got), `maintenance` (what background work
+//!   remembers), `metrics`.
+//! - Its operations, by what they do: `put`, `get` (and long polls), `lookup` (by key, by time);
+//!   `recovery` (open), `background` (flushes, checkpoint, offsets, retention), `dispatcher` (the
+//!   thread building queues and index).
+//! - `message`: a message as one record of the commit log.
+//! - `queues`: every consume queue; `consume_queue`: one queue (`.cq` files of 20-byte entries);
+//!   `queue_map`: topic → queue id → `T`.
 //! - `hash`: FNV-1a 64, the hash of tags (and of index keys).
 //! - `index_file`: the IndexFile (`<root>/index/<begin_log_offset>.idx`) and `IndexFiles`, the set
 //!   of them, RocketMQ's `IndexService`.
@@ -26,14 +30,17 @@ pub(crate) mod hash;
 pub(crate) mod index_file;
 pub(crate) mod long_poll;
 pub(crate) mod lookup;
+pub(crate) mod maintenance;
 pub(crate) mod message;
 pub(crate) mod message_reader;
 pub(crate) mod message_store;
 pub(crate) mod metrics;
 pub(crate) mod progress;
 pub(crate) mod put;
+pub(crate) mod queue_map;
 pub(crate) mod queues;
 pub(crate) mod recovery;
+pub(crate) mod sequencer;
 pub(crate) mod state;
 
 pub use config::StoreConfig;

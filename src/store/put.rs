@@ -13,7 +13,7 @@ use crate::store::dispatcher::dispatch_through;
 use crate::store::message::{FixedFields, Message};
 use crate::store::message_store::MessageStore;
 use crate::store::progress::Progress;
-use crate::store::state::StoreInner;
+use crate::store::state::StoreState;
 
 /// How long a put waits for durability: as `Log::append`, until it is durable or the log fails.
 const FOREVER: Duration = Duration::from_secs(u32::MAX as u64);
@@ -126,7 +126,7 @@ impl MessageStore {
 }
 
 /// Refuses what the store cannot hold before anything is stored.
-fn check(inner: &StoreInner, messages: &[Message]) -> Result<()> {
+fn check(inner: &StoreState, messages: &[Message]) -> Result<()> {
     let config = &inner.config;
     let Some(first) = messages.first() else { return Ok(()) };
     for (index, message) in messages.iter().enumerate() {
@@ -153,30 +153,22 @@ struct Stored {
 }
 
 /// Numbers `messages` (one topic and queue) and appends them under the put lock.
-fn append(inner: &StoreInner, messages: &[Message]) -> Result<Stored> {
+fn append(inner: &StoreState, messages: &[Message]) -> Result<Stored> {
     let Some(first) = messages.first() else { unreachable!("put_all is never called with no messages") };
     let (topic, queue_id) = (first.topic(), first.queue_id());
-    let mut next = inner.puts.next.lock();
-    let slot = match next.get_mut(topic).and_then(|queues| queues.get_mut(&queue_id)) {
-        Some(slot) => slot,
-        None => {
-            let end = inner.queues.get(topic, queue_id).map_or(0, |queue| queue.max_offset());
-            next.entry(topic.to_owned()).or_default().entry(queue_id).or_insert(end)
+    let seed = || inner.queues.get(topic, queue_id).map_or(0, |queue| queue.max_offset());
+    inner.puts.sequence(topic, queue_id, messages.len() as u64, seed, |queue_offset| {
+        let fixed: Vec<FixedFields> =
+            messages.iter().zip(queue_offset..).map(|(message, offset)| FixedFields::new(message, offset)).collect();
+        let headers: Vec<_> = messages.iter().zip(&fixed).map(|(message, fixed)| message.headers(fixed)).collect();
+        let records: Vec<_> = messages.iter().zip(&headers).map(|(message, headers)| message.record(headers)).collect();
+        // The size limit on the records themselves (built once; the store's fields have fixed
+        // sizes, so a record's size does not depend on its queue offset).
+        let max = inner.config.max_message_bytes;
+        if let Some(size) = records.iter().map(|record| record.encoded_len() as u64).find(|&size| size > max) {
+            return Err(Error::MessageTooLarge { size, max });
         }
-    };
-    let queue_offset = *slot;
-    let fixed: Vec<FixedFields> =
-        messages.iter().zip(queue_offset..).map(|(message, offset)| FixedFields::new(message, offset)).collect();
-    let headers: Vec<_> = messages.iter().zip(&fixed).map(|(message, fixed)| message.headers(fixed)).collect();
-    let records: Vec<_> = messages.iter().zip(&headers).map(|(message, headers)| message.record(headers)).collect();
-    // The size limit on the records themselves (built once; the store's fields have fixed sizes,
-    // so a record's size does not depend on its queue offset).
-    let max = inner.config.max_message_bytes;
-    if let Some(size) = records.iter().map(|record| record.encoded_len() as u64).find(|&size| size > max) {
-        return Err(Error::MessageTooLarge { size, max });
-    }
-    let info = inner.log.append_nowait(&records)?;
-    *slot += messages.len() as u64;
-    drop(next);
-    Ok(Stored { result: PutResult { log_offset: info.base_offset, queue_offset }, info })
+        let info = inner.log.append_nowait(&records)?;
+        Ok(Stored { result: PutResult { log_offset: info.base_offset, queue_offset }, info })
+    })
 }

@@ -1,7 +1,6 @@
 //! Every consume queue of a store (`<root>/consumequeue/<topic>/<queue_id>/`): found on disk at
 //! open, created by the dispatcher when a queue gets its first message, looked up by readers.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -13,9 +12,7 @@ use crate::map_budget::MapBudget;
 use crate::storage;
 use crate::store::consume_queue::ConsumeQueue;
 use crate::store::message::validate_topic;
-
-/// topic → queue id → queue.
-type QueueMap = HashMap<String, HashMap<u32, Arc<ConsumeQueue>>>;
+use crate::store::queue_map::QueueMap;
 
 /// The queues of a store. Readers take a short read lock to find a queue; the dispatcher takes
 /// the write lock only to add one.
@@ -25,7 +22,7 @@ pub(crate) struct Queues {
     reads: ReadPath,
     /// The map budget every queue's files are under.
     budget: Option<MapBudget>,
-    map: RwLock<QueueMap>,
+    map: RwLock<QueueMap<Arc<ConsumeQueue>>>,
 }
 
 impl Queues {
@@ -41,7 +38,7 @@ impl Queues {
         budget: Option<MapBudget>,
     ) -> Result<(Queues, usize)> {
         storage::prepare_dir(dir)?;
-        let mut map = QueueMap::new();
+        let mut map = QueueMap::default();
         let mut discarded = 0;
         for topic in storage::list_dir(dir)? {
             let topic_dir = dir.join(&topic);
@@ -60,7 +57,7 @@ impl Queues {
                 };
                 match ConsumeQueue::open_budgeted(dir, &topic, queue_id, entries_per_file, reads, budget.clone()) {
                     Ok(opened) => {
-                        map.entry(topic.clone()).or_default().insert(queue_id, Arc::new(opened));
+                        map.insert(&topic, queue_id, Arc::new(opened));
                     }
                     Err(error) => {
                         tracing::warn!(queue = %queue_dir.display(), %error, "consume queue unreadable: removed, rebuilt from the commit log");
@@ -77,7 +74,7 @@ impl Queues {
 
     /// The queue, if it has ever had a message.
     pub(crate) fn get(&self, topic: &str, queue_id: u32) -> Option<Arc<ConsumeQueue>> {
-        self.map.read().get(topic).and_then(|queues| queues.get(&queue_id)).cloned()
+        self.map.read().get(topic, queue_id).cloned()
     }
 
     /// The queue, opened (empty) if it is new. The caller has validated `topic`.
@@ -86,35 +83,21 @@ impl Queues {
             return Ok(queue);
         }
         let mut map = self.map.write();
-        let queues = map.entry(topic.to_owned()).or_default();
-        if let Some(queue) = queues.get(&queue_id) {
-            return Ok(Arc::clone(queue));
-        }
-        let queue = Arc::new(ConsumeQueue::open_budgeted(
-            &self.dir,
-            topic,
-            queue_id,
-            self.entries_per_file,
-            self.reads,
-            self.budget.clone(),
-        )?);
-        queues.insert(queue_id, Arc::clone(&queue));
-        Ok(queue)
+        let queue = map.get_or_try_insert(topic, queue_id, || {
+            let (dir, reads, budget) = (&self.dir, self.reads, self.budget.clone());
+            ConsumeQueue::open_budgeted(dir, topic, queue_id, self.entries_per_file, reads, budget).map(Arc::new)
+        })?;
+        Ok(Arc::clone(queue))
     }
 
     /// Every queue: (topic, queue id, queue), sorted by topic and queue id.
     pub(crate) fn all(&self) -> Vec<(String, u32, Arc<ConsumeQueue>)> {
         let map = self.map.read();
-        let mut all: Vec<_> = map
-            .iter()
-            .flat_map(|(topic, queues)| queues.iter().map(move |(&id, queue)| (topic.clone(), id, Arc::clone(queue))))
-            .collect();
-        all.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
-        all
+        map.sorted().into_iter().map(|(topic, id, queue)| (topic.to_owned(), id, Arc::clone(queue))).collect()
     }
 
     /// How many queues there are.
     pub(crate) fn count(&self) -> usize {
-        self.map.read().values().map(HashMap::len).sum()
+        self.map.read().len()
     }
 }

@@ -7,9 +7,6 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
-
-use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::format::{STORE_COMMIT_LOG_DIR, STORE_CONSUME_QUEUE_DIR, STORE_INDEX_DIR};
@@ -19,18 +16,20 @@ use crate::store::background;
 use crate::store::checkpoint;
 use crate::store::config::StoreConfig;
 use crate::store::consumer_offsets::ConsumerOffsets;
-use crate::store::dispatch::{BroadcastingOutput, CountingOutput};
+use crate::store::dispatch::BroadcastingOutput;
 use crate::store::dispatcher::{self, IndexBuilder, QueueBuilder};
 use crate::store::index_file::IndexFiles;
 use crate::store::long_poll::LongPolls;
+use crate::store::maintenance::Maintenance;
 use crate::store::metrics::Counters;
 use crate::store::progress::Progress;
 use crate::store::queues::Queues;
-use crate::store::state::PutOffsets;
-use crate::store::state::{DispatchState, StoreInner};
+use crate::store::sequencer::PutSequencer;
+use crate::store::state::Dispatching;
+use crate::store::state::StoreState;
 
 /// Opens and recovers the store in `root`.
-pub(crate) fn open(root: &Path, config: StoreConfig) -> Result<StoreInner> {
+pub(crate) fn open(root: &Path, config: StoreConfig) -> Result<StoreState> {
     config.validate()?;
     storage::prepare_dir(root)?;
     // The log's directory lock keeps a second store (or log) out.
@@ -79,33 +78,27 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> Result<StoreInner> {
     let cursor = log.cursor(from)?;
 
     let (queues, index) = (Arc::new(queues), Arc::new(index));
-    let (long_polls, counters, dispatched) =
-        (Arc::new(LongPolls::default()), Arc::new(Counters::default()), Arc::new(AtomicU64::new(0)));
-    let dispatch_log_start = Arc::new(AtomicU64::new(log_start));
+    let (long_polls, counters) = (Arc::new(LongPolls::default()), Arc::new(Counters::default()));
     let mut output = BroadcastingOutput::default();
     output.push(Box::new(QueueBuilder {
         queues: Arc::clone(&queues),
         long_polls: Arc::clone(&long_polls),
         counters: Arc::clone(&counters),
-        log_start: Arc::clone(&dispatch_log_start),
     }));
     output.push(Box::new(IndexBuilder { index: Arc::clone(&index) }));
-    let inner = StoreInner {
+    let inner = StoreState {
         root: root.to_path_buf(),
         config,
         log,
+        puts: PutSequencer::default(),
+        dispatch: Dispatching::new(cursor, output),
+        progress: Arc::new(Progress::new(from)),
         queues,
         index,
         offsets,
-        puts: PutOffsets::default(),
-        progress: Arc::new(Progress::new(from)),
         long_polls,
-        dispatch: Mutex::new(DispatchState { cursor, output: CountingOutput::new(output, Arc::clone(&dispatched)) }),
-        dispatched,
+        maintenance: Maintenance::default(),
         counters,
-        dispatch_log_start,
-        last_checkpoint: AtomicU64::new(u64::MAX),
-        last_swept_start: AtomicU64::new(0),
     };
     dispatcher::catch_up(&inner)?;
     background::sweep(&inner)?;

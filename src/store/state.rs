@@ -1,13 +1,44 @@
-//! What a message store's calls, its dispatcher and its background events share: `StoreInner`,
-//! the owner of the store's parts, and the put lock's state. Everything above it (the handle, the
-//! dispatcher, recovery, the background work) depends on it; it depends on none of them.
+//! The state a `MessageStore` shares with its dispatcher thread, its background events and the
+//! puts that dispatch their own messages: one owner per piece, composed here.
+//!
+//! | part | owns |
+//! |---|---|
+//! | [`Log`] | the commit log: every message, in put order |
+//! | [`PutSequencer`] | the put lock: each queue's next queue offset, decided once per put |
+//! | [`Dispatching`] | the dispatch lock: the cursor dispatch reads with, and every dispatcher |
+//! | [`Progress`] | how far dispatch got, and the puts waiting for it |
+//! | [`Queues`] | every consume queue (its own locks within) |
+//! | [`IndexFiles`] | the key and time index (its own lock order within) |
+//! | [`ConsumerOffsets`] | the consumer groups' committed offsets |
+//! | [`LongPolls`] | the gets waiting at a queue's end |
+//! | [`Maintenance`] | what the background work remembers between turns |
+//! | [`Counters`] | the metrics' counts |
+//!
+//! The operations are in files named after them: `put.rs`, `get.rs`, `lookup.rs`,
+//! `dispatcher.rs`, `background.rs`, `recovery.rs` (open).
+//!
+//! # Lock order
+//!
+//! A thread holding lock *n* takes only locks numbered above *n*:
+//!
+//! 1. the put lock ([`PutSequencer`]): held while a batch gets its queue offsets (reading, at a
+//!    queue's first put, where its consume queue ends: 3, 4) and is appended to the log (6).
+//! 2. the dispatch lock ([`Dispatching`]): held while messages are dispatched (the user's
+//!    dispatchers run under it) and while the dispatchers are flushed for a checkpoint. Never
+//!    taken under the put lock, nor the put lock under it.
+//! 3. the queues' map ([`Queues`]): read to find a queue, written to add one.
+//! 4. a consume queue's own locks, then the index's ([`IndexFiles`]' order).
+//! 5. the consumer offsets' lock.
+//! 6. the commit log's locks (its own order, `log/mod.rs`).
+//! 7. leaves, which take nothing else: [`Progress`], the long polls' map and each queue's signal.
+//!
+//! No store lock is held while waiting for the commit log's durability.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
 use crate::log::{Cursor, Log};
@@ -16,53 +47,64 @@ use crate::store::consumer_offsets::ConsumerOffsets;
 use crate::store::dispatch::{BroadcastingOutput, CountingOutput};
 use crate::store::index_file::IndexFiles;
 use crate::store::long_poll::LongPolls;
+use crate::store::maintenance::Maintenance;
 use crate::store::message::validate_topic;
 use crate::store::metrics::Counters;
 use crate::store::progress::Progress;
 use crate::store::queues::Queues;
+use crate::store::sequencer::PutSequencer;
 
-/// What the store's calls, its dispatcher and its background events share.
-pub(crate) struct StoreInner {
-    pub(crate) root: PathBuf,
-    pub(crate) config: StoreConfig,
-    pub(crate) log: Log,
-    pub(crate) queues: Arc<Queues>,
-    pub(crate) index: Arc<IndexFiles>,
-    pub(crate) offsets: ConsumerOffsets,
-    /// The put lock: the next queue offset of each queue puts were made to since open.
-    pub(crate) puts: PutOffsets,
-    pub(crate) progress: Arc<Progress>,
-    pub(crate) long_polls: Arc<LongPolls>,
-    /// The dispatch lock: the cursor dispatch reads with and every dispatcher. Held while
-    /// messages are dispatched (by the dispatcher thread, or by a put dispatching its own
-    /// message) and while the dispatchers are flushed for a checkpoint.
-    pub(crate) dispatch: Mutex<DispatchState>,
-    pub(crate) dispatched: Arc<AtomicU64>,
-    pub(crate) counters: Arc<Counters>,
-    /// The commit log's start as dispatch last saw it (shared with the queue builder).
-    pub(crate) dispatch_log_start: Arc<AtomicU64>,
-    /// The last store checkpoint written, and the log start the last retention sweep saw.
-    pub(crate) last_checkpoint: AtomicU64,
-    pub(crate) last_swept_start: AtomicU64,
+/// What a store's calls, its dispatcher and its background events share (see the module
+/// documentation).
+pub(crate) struct StoreState {
+    pub(super) root: PathBuf,
+    pub(super) config: StoreConfig,
+    pub(super) log: Log,
+    pub(super) puts: PutSequencer,
+    pub(super) dispatch: Dispatching,
+    pub(super) progress: Arc<Progress>,
+    pub(super) queues: Arc<Queues>,
+    pub(super) index: Arc<IndexFiles>,
+    pub(super) offsets: ConsumerOffsets,
+    pub(super) long_polls: Arc<LongPolls>,
+    pub(super) maintenance: Maintenance,
+    pub(super) counters: Arc<Counters>,
+}
+
+/// The dispatch lock and what it guards, and the count of messages every dispatcher took.
+pub(crate) struct Dispatching {
+    state: Mutex<DispatchState>,
+    count: Arc<AtomicU64>,
 }
 
 /// What the dispatch lock guards.
 pub(crate) struct DispatchState {
-    /// Where dispatch reads next (at `progress.dispatched()` between dispatches).
+    /// Where dispatch reads next (at `Progress::dispatched` between dispatches).
     pub(crate) cursor: Cursor,
     /// Every dispatcher, the store's own first.
     pub(crate) output: CountingOutput<BroadcastingOutput>,
 }
 
-/// The put lock and what it guards: the next queue offset of every queue put to since open (a
-/// queue's first put starts from its consume queue's end, which dispatch brought to the log's end
-/// before `open` returned).
-#[derive(Default)]
-pub(crate) struct PutOffsets {
-    pub(crate) next: Mutex<HashMap<String, HashMap<u32, u64>>>,
+impl Dispatching {
+    /// Dispatch reading with `cursor` into `output` (the store's own dispatchers).
+    pub(crate) fn new(cursor: Cursor, output: BroadcastingOutput) -> Dispatching {
+        let count = Arc::new(AtomicU64::new(0));
+        let output = CountingOutput::new(output, Arc::clone(&count));
+        Dispatching { state: Mutex::new(DispatchState { cursor, output }), count }
+    }
+
+    /// Takes the dispatch lock.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, DispatchState> {
+        self.state.lock()
+    }
+
+    /// Messages every dispatcher took since open.
+    pub(crate) fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
 }
 
-impl StoreInner {
+impl StoreState {
     /// `Ok` if `topic` and `queue_id` can name a queue of this store.
     pub(crate) fn check_queue(&self, topic: &str, queue_id: u32) -> Result<()> {
         validate_topic(topic)?;
