@@ -58,6 +58,6 @@ pub use producer::{
 pub use raft::{RaftLogStore, RaftLogStoreReader};
 pub use records::Records;
 pub use store::{
-    Dispatch, DispatchRequest, GetResult, GetStatus, Message, MessageStore, PutHandle, PutResult, StoreConfig,
-    StoreMetrics, StoredMessage, validate_topic,
+    CommittedOffset, Dispatch, DispatchRequest, GetResult, GetStatus, Message, MessageStore, PutHandle, PutResult,
+    QueueInfo, StoreConfig, StoreMetrics, StoredMessage, validate_topic,
 };

@@ -17,6 +17,20 @@ use serde_json::{Map, Value, json};
 use crate::error::{Corruption, Error, Result};
 use crate::storage;
 
+/// A consumer group's committed offset in one queue, as
+/// [`MessageStore::committed_offsets`](crate::MessageStore::committed_offsets) lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct CommittedOffset {
+    /// The consumer group.
+    pub group: String,
+    /// The topic.
+    pub topic: String,
+    /// The queue.
+    pub queue_id: u32,
+    /// The next queue offset the group consumes.
+    pub next_offset: u64,
+}
 /// The file.
 pub(crate) const OFFSETS_FILE: &str = "offsets.json";
 /// The previous good copy.
@@ -71,8 +85,15 @@ impl ConsumerOffsets {
     }
 
     /// Every committed offset: (group, topic, queue id, offset), sorted.
-    pub(crate) fn all(&self) -> Vec<(String, String, u32, u64)> {
-        self.state.lock().offsets.iter().map(|((g, t, q), o)| (g.clone(), t.clone(), *q, *o)).collect()
+    pub(crate) fn all(&self) -> Vec<CommittedOffset> {
+        let state = self.state.lock();
+        let committed = |((group, topic, queue_id), next_offset): (&(String, String, u32), &u64)| CommittedOffset {
+            group: group.clone(),
+            topic: topic.clone(),
+            queue_id: *queue_id,
+            next_offset: *next_offset,
+        };
+        state.offsets.iter().map(committed).collect()
     }
 
     /// Lowers every group's offset for the queue to at most `end` (after recovery the queue may

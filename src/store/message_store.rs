@@ -11,9 +11,12 @@ use crate::error::{Error, Result};
 use crate::events::EventManager;
 use crate::store::checkpoint;
 use crate::store::config::StoreConfig;
+use crate::store::consume_queue::ConsumeQueue;
+use crate::store::consumer_offsets::CommittedOffset;
 use crate::store::dispatch::Dispatch;
 use crate::store::dispatcher::{self, Dispatcher};
 use crate::store::metrics::StoreMetrics;
+use crate::store::queues::QueueInfo;
 use crate::store::state::StoreState;
 use crate::store::{background, recovery};
 
@@ -158,8 +161,8 @@ impl MessageStore {
         self.inner().offsets.committed(group, topic, queue_id)
     }
 
-    /// Every committed consumer offset: (group, topic, queue id, next queue offset), sorted.
-    pub fn committed_offsets(&self) -> Vec<(String, String, u32, u64)> {
+    /// Every committed consumer offset, sorted by group, topic and queue.
+    pub fn committed_offsets(&self) -> Vec<CommittedOffset> {
         self.inner().offsets.all()
     }
 
@@ -168,11 +171,16 @@ impl MessageStore {
         self.inner().offsets.flush()
     }
 
-    /// Every queue that ever had a message: (topic, queue id, min queue offset, max queue
-    /// offset), sorted by topic and queue id.
-    pub fn queues(&self) -> Vec<(String, u32, u64, u64)> {
+    /// Every queue that ever had a message, sorted by topic and queue id.
+    pub fn queues(&self) -> Vec<QueueInfo> {
         let queues = self.inner().queues.all();
-        queues.into_iter().map(|(topic, id, queue)| (topic, id, queue.min_offset(), queue.max_offset())).collect()
+        let info = |(topic, queue_id, queue): (String, u32, Arc<ConsumeQueue>)| QueueInfo {
+            topic,
+            queue_id,
+            min_offset: queue.min_offset(),
+            max_offset: queue.max_offset(),
+        };
+        queues.into_iter().map(info).collect()
     }
 
     /// The first queue offset `topic`'s queue `queue_id` holds (0 for a queue without messages).

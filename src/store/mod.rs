@@ -44,9 +44,11 @@ pub(crate) mod sequencer;
 pub(crate) mod state;
 
 pub use config::StoreConfig;
+pub use consumer_offsets::CommittedOffset;
 pub use dispatch::{Dispatch, DispatchRequest};
 pub use get::{GetResult, GetStatus};
 pub use message::{Message, StoredMessage, validate_topic};
 pub use message_store::MessageStore;
 pub use metrics::StoreMetrics;
 pub use put::{PutHandle, PutResult};
+pub use queues::QueueInfo;

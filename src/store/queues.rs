@@ -14,6 +14,20 @@ use crate::store::consume_queue::ConsumeQueue;
 use crate::store::message::validate_topic;
 use crate::store::queue_map::QueueMap;
 
+/// A queue of a store, as [`MessageStore::queues`](crate::MessageStore::queues) lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct QueueInfo {
+    /// The topic.
+    pub topic: String,
+    /// The queue.
+    pub queue_id: u32,
+    /// The first queue offset it holds.
+    pub min_offset: u64,
+    /// The queue offset its next message gets.
+    pub max_offset: u64,
+}
+
 /// The queues of a store. Readers take a short read lock to find a queue; the dispatcher takes
 /// the write lock only to add one.
 pub(crate) struct Queues {

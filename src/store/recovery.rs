@@ -15,6 +15,7 @@ use crate::storage;
 use crate::store::background;
 use crate::store::checkpoint;
 use crate::store::config::StoreConfig;
+use crate::store::consumer_offsets::CommittedOffset;
 use crate::store::consumer_offsets::ConsumerOffsets;
 use crate::store::dispatch::BroadcastingOutput;
 use crate::store::dispatcher::{self, IndexBuilder, QueueBuilder};
@@ -102,7 +103,7 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> Result<StoreState> {
     };
     dispatcher::catch_up(&inner)?;
     background::sweep(&inner)?;
-    for (_, topic, queue_id, _) in inner.offsets.all() {
+    for CommittedOffset { topic, queue_id, .. } in inner.offsets.all() {
         let end = inner.queues.get(&topic, queue_id).map_or(0, |queue| queue.max_offset());
         inner.offsets.clamp(&topic, queue_id, end);
     }

@@ -16,7 +16,7 @@ use super::ToolError;
 use super::text::iso_ms;
 use strata_log::internals::format::{STORE_COMMIT_LOG_DIR, STORE_INDEX_DIR};
 use strata_log::internals::inspect::store::{IndexFileHeader, index_file_header, is_store_root};
-use strata_log::{Error, GetStatus, Message, MessageStore, StoreConfig, StoredMessage};
+use strata_log::{CommittedOffset, Error, GetStatus, Message, MessageStore, QueueInfo, StoreConfig, StoredMessage};
 
 /// Lines `put` sends in one wait for durability (each is its own message and record).
 const PUT_WAIT_EVERY: usize = 1_000;
@@ -485,7 +485,12 @@ pub fn stats(root: &Path, config: StoreConfig) -> Result<StoreStats, ToolError> 
     let queues: Vec<QueueStats> = store
         .queues()
         .into_iter()
-        .map(|(topic, queue_id, min_offset, max_offset)| QueueStats { topic, queue_id, min_offset, max_offset })
+        .map(|QueueInfo { topic, queue_id, min_offset, max_offset }| QueueStats {
+            topic,
+            queue_id,
+            min_offset,
+            max_offset,
+        })
         .collect();
     let max_of = |topic: &str, queue_id| {
         queues.iter().find(|q| q.topic == topic && q.queue_id == queue_id).map_or(0, |q| q.max_offset)
@@ -493,7 +498,7 @@ pub fn stats(root: &Path, config: StoreConfig) -> Result<StoreStats, ToolError> 
     let groups = store
         .committed_offsets()
         .into_iter()
-        .map(|(group, topic, queue_id, committed)| {
+        .map(|CommittedOffset { group, topic, queue_id, next_offset: committed }| {
             let max_offset = max_of(&topic, queue_id);
             GroupLag { lag: max_offset.saturating_sub(committed), group, topic, queue_id, committed, max_offset }
         })
