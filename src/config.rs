@@ -111,9 +111,8 @@ pub struct LogConfig {
     /// A budget for the memory the log's sealed files keep mapped, shared with any other log or
     /// store given the same budget ([`MapBudget`]): least-recently-read sealed files are unmapped
     /// to stay within it, and the log's active files count against its `max_open_files`. `None`
-    /// (the default): no budget. A process reading logs of tens of thousands of segments should
-    /// give each the process-wide [`MapBudget::process_default`] (half of `vm.max_map_count`), or a
-    /// budget of its own.
+    /// (the default): the process's shared default budget, [`MapBudget::process_default`], which
+    /// keeps every log opened without one under half of `vm.max_map_count`.
     pub map_budget: Option<MapBudget>,
 }
 
@@ -211,6 +210,12 @@ impl Default for LogConfig {
 }
 
 impl LogConfig {
+    /// The map budget the log is under: its own, or the process's default.
+    pub(crate) fn budget_or_default(self) -> LogConfig {
+        let budget = self.map_budget.unwrap_or_else(MapBudget::process_default);
+        LogConfig { map_budget: Some(budget), ..self }
+    }
+
     /// Checks every field; called by `Log::open`.
     pub fn validate(&self) -> Result<()> {
         check("segment_bytes", self.segment_bytes, MIN_SEGMENT_BYTES, MAX_SEGMENT_BYTES)?;

@@ -216,12 +216,14 @@ impl MapBudget {
         Ok(MapBudget::with_events(config, Some(EventManager::start("strata-map-budget")?)))
     }
 
-    /// A budget shared by every log and store given it (`LogConfig::map_budget:
-    /// Some(MapBudget::process_default())`): one per process, as `vm.max_map_count` is, made at its
-    /// first use. Its caps keep those logs at most half of `vm.max_map_count` (and at most 32,768
-    /// maps), so a process reading tens of thousands of segments never runs out of maps, for its
-    /// own opens or anything else's (an allocator or a thread stack maps too); its byte budget is
-    /// 16 GiB; it does not limit descriptors (the system's limit applies).
+    /// The budget every log and store opened without one (`LogConfig::map_budget: None`) shares:
+    /// one per process, as `vm.max_map_count` is, made at the first open that asks for it. Its
+    /// caps keep such logs at most half of `vm.max_map_count` (and at most 32,768 maps), so a
+    /// process reading tens of thousands of segments never runs out of maps, for its own opens
+    /// or anything else's (an allocator or a thread stack maps too); its byte budget is 16 GiB;
+    /// it does not limit descriptors (the system's limit applies). Give a log its own
+    /// [`MapBudget`] to size or share it differently; this one's [`MapBudget::metrics`] show what
+    /// the defaulted logs hold.
     pub fn process_default() -> MapBudget {
         static DEFAULT: std::sync::OnceLock<MapBudget> = std::sync::OnceLock::new();
         DEFAULT.get_or_init(|| MapBudget::for_max_map_count(max_map_count())).clone()

@@ -138,6 +138,7 @@ impl Log {
     /// thread (and the preallocator).
     pub fn open(dir: impl AsRef<Path>, config: LogConfig) -> Result<Log> {
         config.validate()?;
+        let config = config.budget_or_default();
         let dir = dir.as_ref().to_path_buf();
         storage::prepare_dir(&dir)?;
         let lock = storage::lock_dir(&dir)?;

@@ -69,6 +69,7 @@ impl MessageStore {
     /// Errors: `Error::InvalidConfig`, `Error::Locked` if another store or log has it open, and
     /// the log's errors.
     pub fn open(root: impl AsRef<Path>, config: StoreConfig) -> Result<MessageStore> {
+        let config = StoreConfig { log: config.log.budget_or_default(), ..config };
         let inner = recovery::open(root.as_ref(), config)?;
         let inner = Arc::new(inner);
         let events = EventManager::start("strata-store")?;
