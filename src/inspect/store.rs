@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use super::{Damage, Dump, Finding, VerifyReport};
 use crate::config::LogConfig;
-use crate::error::{Corruption, Error, Result};
+use crate::error::{Error, Result};
 use crate::format::{
     CQ_ENTRY_LEN, CQ_SUFFIX, INDEX_FILE_ENTRY_LEN, INDEX_FILE_HEADER_LEN, INDEX_FILE_SLOT_LEN, INDEX_FILE_SUFFIX,
     STORE_ABORT_FILE, STORE_CHECKPOINT_FILE, STORE_COMMIT_LOG_DIR, STORE_CONSUME_QUEUE_DIR, STORE_INDEX_DIR,
@@ -409,16 +409,10 @@ fn dump_queue_file(path: &Path, first: u64) -> Result<QueueFileDump> {
             dump.non_zero_unused += u64::from(!entry.is_zero());
             return;
         }
-        if let Some(previous) = dump.entries.last().filter(|p| entry.log_offset <= p.log_offset) {
-            let reason = Corruption::QueueLogOffsetNotIncreasing {
-                queue_offset,
-                previous: previous.log_offset,
-                found: entry.log_offset,
-            };
+        // The store's own rules (the log's end is checked against the log, in `check_messages`).
+        let previous = dump.entries.last().map(|p| p.log_offset);
+        if let Err(reason) = entry.check(queue_offset, previous, None) {
             problem(&mut dump.problems, position, reason.to_string());
-        }
-        if entry.size == 0 {
-            problem(&mut dump.problems, position, format!("queue offset {queue_offset}: size 0 (a message has bytes)"));
         }
         let Entry { log_offset, size, tag_hash } = entry;
         dump.entries.push(QueueEntryInfo { queue_offset, position, log_offset, size, tag_hash });
