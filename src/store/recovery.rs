@@ -22,7 +22,7 @@ use crate::store::consumer_offsets::ConsumerOffsets;
 use crate::store::dispatch::{BroadcastingOutput, CountingOutput};
 use crate::store::dispatcher::{self, IndexBuilder, QueueBuilder};
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::index_file::IndexFiles;
+use crate::store::index::IndexFiles;
 use crate::store::long_poll::LongPolls;
 use crate::store::metrics::Counters;
 use crate::store::progress::Progress;

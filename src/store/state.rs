@@ -14,7 +14,7 @@ use crate::store::config::StoreConfig;
 use crate::store::consumer_offsets::ConsumerOffsets;
 use crate::store::dispatch::{BroadcastingOutput, CountingOutput};
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::index_file::IndexFiles;
+use crate::store::index::IndexFiles;
 use crate::store::long_poll::LongPolls;
 use crate::store::message::validate_topic;
 use crate::store::metrics::Counters;
