@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
+use std::ops::Bound;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -18,16 +19,17 @@ use super::{Damage, Dump, Finding, VerifyReport};
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
 use crate::format::{
-    CQ_ENTRY_LEN, CQ_SUFFIX, INDEX_FILE_ENTRY_LEN, INDEX_FILE_HEADER_LEN, INDEX_FILE_SLOT_LEN, INDEX_FILE_SUFFIX,
-    STORE_ABORT_FILE, STORE_CHECKPOINT_FILE, STORE_COMMIT_LOG_DIR, STORE_CONSUME_QUEUE_DIR, STORE_INDEX_DIR,
-    parse_file_name,
+    CQ_ENTRY_LEN, CQ_SUFFIX, INDEX_FILE_ENTRY_LEN, INDEX_FILE_SLOT_LEN, INDEX_FILE_SUFFIX, STORE_ABORT_FILE,
+    STORE_CHECKPOINT_FILE, STORE_COMMIT_LOG_DIR, STORE_CONSUME_QUEUE_DIR, STORE_INDEX_DIR, parse_file_name,
 };
 use crate::log::Log;
 use crate::store::checkpoint;
 use crate::store::consume_queue::Entry;
 use crate::store::consumer_offsets::{self, OFFSETS_BACKUP_FILE, OFFSETS_FILE};
 use crate::store::hash::tag_hash;
-use crate::store::index_file::{IndexEntry, IndexHeader, key_hash, read_header};
+use crate::store::index::{
+    EntryRules, IndexEntry, IndexHeader, entry_position, key_hash, read_header, slot_of, slot_position,
+};
 use crate::store::message::{StoredMessage, validate_topic};
 use crate::store::message_reader::MessageReader;
 
@@ -470,16 +472,6 @@ fn header_info(h: &IndexHeader) -> IndexFileHeader {
     }
 }
 
-/// Byte position of slot `slot`.
-fn slot_position(slot: u64) -> u64 {
-    INDEX_FILE_HEADER_LEN as u64 + slot * INDEX_FILE_SLOT_LEN as u64
-}
-
-/// Byte position of entry `number` in a file of `slots` slots.
-fn entry_position(slots: u32, number: u64) -> u64 {
-    slot_position(u64::from(slots)) + number * INDEX_FILE_ENTRY_LEN as u64
-}
-
 /// Counts the used slots, flags those past `index_count`; returns (slot, entry) of the others.
 fn read_slots(file: &File, path: &Path, header: &IndexHeader, dump: &mut IndexFileDump) -> Result<Vec<(u32, u32)>> {
     let mut heads = Vec::new();
@@ -512,7 +504,7 @@ fn read_entries(file: &File, path: &Path, header: &IndexHeader, dump: &mut Index
             number,
             position,
             key_hash: e.key_hash,
-            slot: e.key_hash % header.slot_count,
+            slot: slot_of(e.key_hash, header.slot_count),
             log_offset: e.log_offset,
             time_diff_s: e.time_diff_s,
             prev_entry: e.prev_entry,
@@ -528,24 +520,31 @@ fn read_entries(file: &File, path: &Path, header: &IndexHeader, dump: &mut Index
 fn entry_problems(header: &IndexHeader, previous: Option<&IndexEntryInfo>, e: &IndexEntryInfo) -> Vec<String> {
     let mut problems = Vec::new();
     let n = e.number;
-    if e.prev_entry >= n {
+    let (begin, end) = (header.begin_log_offset, header.end_log_offset);
+    let rules = EntryRules { begin_log_offset: begin, end_log_offset: Bound::Included(end) };
+    let faults = rules.check(n, &stored(e), previous.map(stored).as_ref());
+    if faults.link_not_back {
         problems.push(format!("entry {n}: prev_entry {} does not point back (out of range)", e.prev_entry));
     }
-    if !(header.begin_log_offset..=header.end_log_offset).contains(&e.log_offset) {
-        let (begin, end) = (header.begin_log_offset, header.end_log_offset);
+    if faults.below_begin || faults.past_end {
         problems.push(format!("entry {n}: log offset {} outside the header's [{begin}, {end}]", e.log_offset));
     }
     if let Some(p) = previous {
-        if e.log_offset < p.log_offset {
+        if faults.log_offset_goes_back {
             problems
                 .push(format!("entry {n}: log offset {} below entry {}'s {}", e.log_offset, p.number, p.log_offset));
         }
-        if e.time_diff_s < p.time_diff_s {
+        if faults.time_goes_back {
             problems
                 .push(format!("entry {n}: time_diff_s {} below entry {}'s {}", e.time_diff_s, p.number, p.time_diff_s));
         }
     }
     problems
+}
+
+/// The entry `e` shows, as stored.
+fn stored(e: &IndexEntryInfo) -> IndexEntry {
+    IndexEntry { key_hash: e.key_hash, log_offset: e.log_offset, time_diff_s: e.time_diff_s, prev_entry: e.prev_entry }
 }
 
 /// Each slot's head and each entry's `prev_entry` must be an entry of the same slot.

@@ -22,7 +22,7 @@ use crate::log::{BatchView, Cursor, CursorInterrupt};
 use crate::store::consume_queue::ConsumeQueue;
 use crate::store::dispatch::{Dispatch, DispatchRequest};
 use crate::store::hash::tag_hash;
-use crate::store::index_file::{IndexFiles, key_hash};
+use crate::store::index::{IndexFiles, key_hash};
 use crate::store::long_poll::LongPolls;
 use crate::store::message::{StoredMessage, validate_topic};
 use crate::store::metrics::Counters;

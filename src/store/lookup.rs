@@ -2,7 +2,7 @@
 //! and the consume queue).
 
 use crate::error::{Error, Result};
-use crate::store::index_file::key_hash;
+use crate::store::index::key_hash;
 use crate::store::message::{StoredMessage, validate_topic};
 use crate::store::message_reader::MessageReader;
 use crate::store::message_store::MessageStore;

@@ -11,7 +11,7 @@
 //! - `queues`: every consume queue; `consume_queue`: one queue (`.cq` files of 20-byte entries);
 //!   `queue_map`: topic → queue id → `T`.
 //! - `hash`: FNV-1a 64, the hash of tags (and of index keys).
-//! - `index_file`: the IndexFile (`<root>/index/<begin_log_offset>.idx`) and `IndexFiles`, the set
+//! - `index`: the IndexFile (`<root>/index/<begin_log_offset>.idx`) and `IndexFiles`, the set
 //!   of them, RocketMQ's `IndexService`.
 //! - `message_reader`: reads messages at log offsets with one cursor.
 //! - `consumer_offsets`: `offsets.json`; `checkpoint`: `store.checkpoint` and `abort`.
@@ -27,7 +27,7 @@ pub(crate) mod dispatch;
 pub(crate) mod dispatcher;
 pub(crate) mod get;
 pub(crate) mod hash;
-pub(crate) mod index_file;
+pub(crate) mod index;
 pub(crate) mod long_poll;
 pub(crate) mod lookup;
 pub(crate) mod maintenance;

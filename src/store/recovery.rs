@@ -19,7 +19,7 @@ use crate::store::consumer_offsets::CommittedOffset;
 use crate::store::consumer_offsets::ConsumerOffsets;
 use crate::store::dispatch::BroadcastingOutput;
 use crate::store::dispatcher::{self, IndexBuilder, QueueBuilder};
-use crate::store::index_file::IndexFiles;
+use crate::store::index::IndexFiles;
 use crate::store::long_poll::LongPolls;
 use crate::store::maintenance::Maintenance;
 use crate::store::metrics::Counters;

@@ -45,7 +45,7 @@ use crate::log::{Cursor, Log};
 use crate::store::config::StoreConfig;
 use crate::store::consumer_offsets::ConsumerOffsets;
 use crate::store::dispatch::{BroadcastingOutput, CountingOutput};
-use crate::store::index_file::IndexFiles;
+use crate::store::index::IndexFiles;
 use crate::store::long_poll::LongPolls;
 use crate::store::maintenance::Maintenance;
 use crate::store::message::validate_topic;

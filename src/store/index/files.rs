@@ -1,0 +1,229 @@
+//! [`IndexFiles`], the index files of a store (`<root>/index/`): RocketMQ's `IndexService`. Puts
+//! go into the newest file, rolling to a new one when it is full; queries merge the files newest
+//! first; retention deletes whole files below the log's start. Its recovery is in `recover.rs`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::error::{Error, Result};
+use crate::format::{INDEX_FILE_SUFFIX, file_name, parse_file_name};
+use crate::map_budget::MapBudget;
+use crate::storage;
+use crate::store::index::file::IndexFile;
+use crate::store::index::layout::check_sizes;
+
+/// The index files of a store (`<root>/index/`), oldest first, the last one active: RocketMQ's
+/// `IndexService`. See the module docs of `store::index`. The fields `recover.rs` needs are
+/// `pub(super)`: recovery is an `impl IndexFiles` block of its own there.
+#[derive(Debug)]
+pub(crate) struct IndexFiles {
+    pub(super) dir: PathBuf,
+    /// Slots and entries of the files this set creates (existing files keep their own).
+    slot_count: u32,
+    entry_count: u32,
+    /// The map budget its files are under (`StoreConfig::log.map_budget`).
+    pub(super) budget: Option<MapBudget>,
+    /// The writer's state: held by puts, rolls and recovery.
+    pub(super) writer: Mutex<Writer>,
+    /// Sorted by begin log offset; changed by a roll (push), retention (a prefix) and recovery.
+    pub(super) files: RwLock<Vec<Arc<IndexFile>>>,
+}
+
+#[derive(Debug)]
+pub(super) struct Writer {
+    /// The largest log offset indexed, in any file.
+    pub(super) end_log_offset: Option<u64>,
+}
+
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<IndexFiles>();
+};
+
+impl IndexFiles {
+    /// Opens `dir` (created if missing), loading every `<20 digits>.idx` in it: the newest as the
+    /// active file, the others sealed (headers read now, mapped at their first query). New files
+    /// get `slots` slots and room for `entries` entries. A file failing its header check is
+    /// `Error::Corrupt` naming it: the index is derived, so the caller [`IndexFiles::discard`]s it
+    /// and dispatches the commit log into an empty set again. After an unclean shutdown, call
+    /// [`IndexFiles::recover`] before the first put.
+    #[cfg(test)]
+    pub(crate) fn open(dir: &Path, slots: u32, entries: u32) -> Result<IndexFiles> {
+        IndexFiles::open_budgeted(dir, slots, entries, None)
+    }
+
+    /// [`IndexFiles::open`] with its files under `budget`.
+    pub(crate) fn open_budgeted(dir: &Path, slots: u32, entries: u32, budget: Option<MapBudget>) -> Result<IndexFiles> {
+        check_sizes(slots, entries)?;
+        storage::prepare_dir(dir)?;
+        let bases = list_bases(dir)?;
+        let mut files = Vec::with_capacity(bases.len());
+        for (i, &base) in bases.iter().enumerate() {
+            let path = dir.join(file_name(base, INDEX_FILE_SUFFIX));
+            let newest = i + 1 == bases.len();
+            let file = if newest { IndexFile::open(&path)? } else { IndexFile::open_sealed(&path)? };
+            files.push(Arc::new(file.under(budget.as_ref())?));
+        }
+        let end_log_offset = last_end(&files);
+        Ok(IndexFiles {
+            dir: dir.to_path_buf(),
+            slot_count: slots,
+            entry_count: entries,
+            budget,
+            writer: Mutex::new(Writer { end_log_offset }),
+            files: RwLock::new(files),
+        })
+    }
+
+    /// Deletes every index file in `dir` (the directory fsynced), for a rebuild: after a file
+    /// failed its check, or when the caller wants the index built again. Returns how many went. The
+    /// caller opens the empty set and dispatches the commit log from its start into it.
+    pub(crate) fn discard(dir: &Path) -> Result<usize> {
+        let bases = match list_bases(dir) {
+            Ok(bases) => bases,
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(error) => return Err(error),
+        };
+        for &base in &bases {
+            storage::remove_if_exists(&dir.join(file_name(base, INDEX_FILE_SUFFIX)))?;
+        }
+        if !bases.is_empty() {
+            storage::sync_dir(dir)?;
+            tracing::warn!(dir = %dir.display(), files = bases.len(), "index files discarded: the index is rebuilt from the commit log");
+        }
+        Ok(bases.len())
+    }
+
+    /// The directory.
+    #[cfg(test)]
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// How many files there are.
+    pub(crate) fn file_count(&self) -> usize {
+        self.files.read().len()
+    }
+
+    /// The largest log offset indexed (`None`: nothing is). Dispatch into the set resumes after it.
+    #[cfg(test)]
+    pub(crate) fn end_log_offset(&self) -> Option<u64> {
+        self.writer.lock().end_log_offset
+    }
+
+    /// Indexes the message at `log_offset` under `key_hash` in the newest file, rolling to a new
+    /// file (`<log_offset>.idx`) when it is full. A message below the largest offset indexed is
+    /// skipped (`false`): it is a redispatch after recovery, already indexed; a redispatched last
+    /// message may repeat entries, which queries report once. A message with more keys than a file
+    /// holds entries is `Error::InvalidConfig` (its file would need its own name twice).
+    pub(crate) fn put(&self, key_hash: u32, log_offset: u64, timestamp_ms: i64) -> Result<bool> {
+        let mut writer = self.writer.lock();
+        if writer.end_log_offset.is_some_and(|end| log_offset < end) {
+            return Ok(false);
+        }
+        let active = self.files.read().last().cloned();
+        let put = match &active {
+            Some(file) if !file.is_sealed() => file.put(key_hash, log_offset, timestamp_ms)?,
+            _ => false,
+        };
+        if !put {
+            let file = self.roll(active.as_deref(), log_offset, timestamp_ms)?;
+            let put = file.put(key_hash, log_offset, timestamp_ms)?;
+            assert!(put, "a new index file has room for an entry");
+        }
+        writer.end_log_offset = Some(log_offset);
+        Ok(true)
+    }
+
+    /// Seals `active` (if any) and creates the next file for a put at `log_offset`.
+    fn roll(&self, active: Option<&IndexFile>, log_offset: u64, timestamp_ms: i64) -> Result<Arc<IndexFile>> {
+        if let Some(active) = active {
+            if active.begin_log_offset() >= log_offset {
+                let reason = format!("a message at log offset {log_offset} has more keys than an index file holds");
+                return Err(Error::InvalidConfig { field: "index_entries", reason });
+            }
+            active.seal()?;
+        }
+        let created = IndexFile::create(&self.dir, log_offset, timestamp_ms, self.slot_count, self.entry_count)?;
+        let path = created.path();
+        let file = match created.under(self.budget.as_ref()) {
+            Ok(file) => Arc::new(file),
+            Err(error) => {
+                let _ = storage::remove_if_exists(&path);
+                return Err(error);
+            }
+        };
+        self.files.write().push(Arc::clone(&file));
+        tracing::debug!(file = %file.path().display(), "new index file");
+        Ok(file)
+    }
+
+    /// The log offsets indexed under `key_hash` whose time may be in `[begin_ms, end_ms]` (whole
+    /// seconds: see the module docs of `store::index`), in ascending order, each once: the newest `max` of them.
+    /// Files are searched newest first and only those whose time range overlaps. Hashes collide:
+    /// the caller re-checks the key (and the exact time) on each message.
+    pub(crate) fn query(&self, key_hash: u32, begin_ms: i64, end_ms: i64, max: usize) -> Result<Vec<u64>> {
+        let files: Vec<Arc<IndexFile>> =
+            self.files.read().iter().rev().filter(|f| f.overlaps(begin_ms, end_ms)).cloned().collect();
+        let mut found = Vec::new();
+        for file in files {
+            if found.len() >= max {
+                break;
+            }
+            file.query_into(key_hash, begin_ms, end_ms, max, &mut found)?;
+        }
+        found.reverse();
+        Ok(found)
+    }
+
+    /// Makes every put so far durable ([`IndexFile::flush`] of the active file; sealed files were
+    /// flushed when sealed). Puts and queries go on meanwhile.
+    pub(crate) fn flush(&self) -> Result<()> {
+        let active = self.files.read().last().cloned();
+        active.map_or(Ok(()), |file| file.flush())
+    }
+
+    /// Deletes the files whose every entry is below `log_start_offset` (their `end_log_offset` is),
+    /// except the active one. Queries holding one finish without its entries. Returns how many.
+    pub(crate) fn delete_files_below(&self, log_start_offset: u64) -> Result<usize> {
+        let removed: Vec<Arc<IndexFile>> = {
+            let mut files = self.files.write();
+            let sealed = files.len().saturating_sub(1);
+            let below = files[..sealed].iter().take_while(|f| f.end_log_offset() < log_start_offset).count();
+            files.drain(..below).collect()
+        };
+        for file in &removed {
+            delete(file)?;
+        }
+        if !removed.is_empty() {
+            storage::sync_dir(&self.dir)?;
+            tracing::info!(dir = %self.dir.display(), files = removed.len(), log_start_offset, "index files below the log start deleted");
+        }
+        Ok(removed.len())
+    }
+}
+
+/// The begin offsets of the `.idx` files in `dir`, ascending.
+fn list_bases(dir: &Path) -> Result<Vec<u64>> {
+    let mut bases: Vec<u64> = storage::list_dir(dir)?
+        .iter()
+        .filter_map(|name| parse_file_name(name))
+        .filter(|(_, suffix)| *suffix == INDEX_FILE_SUFFIX)
+        .map(|(base, _)| base)
+        .collect();
+    bases.sort_unstable();
+    Ok(bases)
+}
+
+/// The largest log offset in `files` (`None` if they are empty).
+pub(super) fn last_end(files: &[Arc<IndexFile>]) -> Option<u64> {
+    files.iter().rev().find(|f| f.index_count() > 0).map(|f| f.end_log_offset())
+}
+
+/// Retires `file` (waiting for its readers) and unlinks it; the caller fsyncs the directory.
+pub(super) fn delete(file: &IndexFile) -> Result<()> {
+    file.retire();
+    storage::remove_if_exists(&file.path()).map(|_| ())
+}
