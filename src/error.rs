@@ -483,6 +483,12 @@ pub enum Corruption {
         /// The entry's queue offset.
         queue_offset: u64,
     },
+    /// A consume-queue entry of size 0: a record's encoded size never is, so the entry is torn.
+    #[error("queue entry {queue_offset}: size 0 (a message has bytes; the entry is torn)")]
+    QueueEntrySizeZero {
+        /// The entry's queue offset.
+        queue_offset: u64,
+    },
     /// A consume-queue entry's log offset is not above the previous entry's (a queue's messages
     /// are in log order, each at its own offset).
     #[error("queue entry {queue_offset}: log offset {found} does not increase past {previous}")]

@@ -63,7 +63,7 @@ impl Entry {
             return Err(Corruption::QueueEntryUnused { queue_offset });
         }
         if self.size == 0 {
-            return Err(Corruption::BadFile("consume-queue entry of size 0 (torn)"));
+            return Err(Corruption::QueueEntrySizeZero { queue_offset });
         }
         if let Some(previous) = previous.filter(|&p| self.log_offset <= p) {
             let found = self.log_offset;
@@ -142,7 +142,7 @@ mod tests {
         assert_eq!(entry(0, 1).check(0, None, Some(1)), Ok(()), "log offset 0 is data");
         assert_eq!(entry(0, 0).check(7, Some(9), Some(11)), Err(Corruption::QueueEntryUnused { queue_offset: 7 }));
         let size_first = entry(10, 0).check(7, Some(10), Some(5));
-        assert!(matches!(size_first, Err(Corruption::BadFile(_))), "size 0 before the order: {size_first:?}");
+        assert_eq!(size_first, Err(Corruption::QueueEntrySizeZero { queue_offset: 7 }), "size 0 before the order");
         let not_increasing = Corruption::QueueLogOffsetNotIncreasing { queue_offset: 7, previous: 10, found: 10 };
         assert_eq!(entry(10, 1).check(7, Some(10), Some(5)), Err(not_increasing), "the order before the log's end");
         let past_end = Corruption::QueueEntryPastLogEnd { queue_offset: 7, log_offset: 10, log_next: 10 };
