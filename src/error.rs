@@ -513,15 +513,6 @@ pub enum Corruption {
         /// The commit log's next offset.
         log_next: u64,
     },
-    /// A message's queue offset does not continue its consume queue: the queue and the commit log
-    /// disagree (entries are missing from the queue, or the record's queue offset is wrong).
-    #[error("queue offset {found} does not continue the queue, which ends at {expected}")]
-    QueueOffsetMismatch {
-        /// The queue's end (its next queue offset).
-        expected: u64,
-        /// The queue offset given.
-        found: u64,
-    },
     /// A checkpoint or marker file failed its checks.
     #[error("{0}")]
     BadFile(&'static str),

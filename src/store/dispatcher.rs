@@ -17,9 +17,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::clock::Clock;
-use crate::error::{Corruption, Error, Result};
+use crate::error::{Error, Result};
 use crate::log::{BatchView, Cursor, CursorInterrupt};
-use crate::store::consume_queue::ConsumeQueue;
+use crate::store::consume_queue::{Appended, ConsumeQueue};
 use crate::store::dispatch::{Dispatch, DispatchRequest};
 use crate::store::hash::tag_hash;
 use crate::store::index::{IndexFiles, key_hash};
@@ -50,14 +50,14 @@ impl Dispatch for QueueBuilder {
     fn dispatch(&mut self, request: &DispatchRequest<'_>) -> Result<()> {
         let queue = self.queues.get_or_open(request.topic, request.queue_id)?;
         let tag_hash = tag_hash(request.tag);
-        let mut entry = queue.append(request.queue_offset, request.log_offset, request.size, tag_hash);
-        if let Err(Error::Corrupt { reason: Corruption::QueueOffsetMismatch { expected, found }, .. }) = entry
+        let append = || queue.append(request.queue_offset, request.log_offset, request.size, tag_hash);
+        let mut appended = append()?;
+        if let Appended::Gap { expected, found } = appended
             && found > expected
         {
             // Retention (the log's own, by time or size) removed messages of this queue before
             // dispatch reached them: keep the numbering, with placeholders a read skips.
-            let below = request.log_start.min(request.log_offset);
-            let filled = queue.fill_gap(found, below)?;
+            let filled = queue.fill_gap(found, request.log_start.min(request.log_offset))?;
             if filled > 0 {
                 tracing::warn!(
                     topic = request.topic,
@@ -66,26 +66,22 @@ impl Dispatch for QueueBuilder {
                     to = found,
                     "messages removed by retention before they were dispatched: their queue offsets are skipped"
                 );
-                entry = queue.append(request.queue_offset, request.log_offset, request.size, tag_hash);
+                appended = append()?;
             }
         }
-        match entry {
-            Ok(_) => {}
+        if let Appended::Gap { expected, found } = appended {
             // The queue and the record disagree on the numbering: damage (a queue file removed
             // by hand). Holding every later message back for it would be worse: it stays in the
             // commit log and the index, and `strata verify` reports the queue.
-            Err(Error::Corrupt { reason: Corruption::QueueOffsetMismatch { expected, found }, .. }) => {
-                Counters::bump(&self.counters.entries_refused);
-                tracing::error!(
-                    topic = request.topic,
-                    queue_id = request.queue_id,
-                    log_offset = request.log_offset,
-                    expected,
-                    found,
-                    "consume queue refused a message whose queue offset does not continue it"
-                );
-            }
-            Err(error) => return Err(error),
+            Counters::bump(&self.counters.entries_refused);
+            tracing::error!(
+                topic = request.topic,
+                queue_id = request.queue_id,
+                log_offset = request.log_offset,
+                expected,
+                found,
+                "consume queue refused a message whose queue offset does not continue it"
+            );
         }
         self.long_polls.arrived(request.topic, request.queue_id, queue.max_offset());
         crate::failpoint::crash_point!("store_after_queue_entry");

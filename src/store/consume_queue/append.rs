@@ -14,20 +14,44 @@ use crate::error::{Corruption, Error, Result};
 use crate::format::CQ_ENTRY_LEN;
 use crate::storage::{self, MappedFile};
 
+/// What [`ConsumeQueue::append`] did with an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Appended {
+    /// The entry is the queue's new last.
+    Stored,
+    /// The queue holds the message already (its log offset is not beyond the last entry's: a
+    /// redispatch): nothing was written.
+    AlreadyHeld,
+    /// The entry's queue offset `found` does not continue the queue, which ends at `expected`:
+    /// nothing was written. Past the end, retention removed messages before dispatch reached
+    /// them ([`ConsumeQueue::fill_gap`]); otherwise the queue and the message disagree.
+    Gap {
+        /// The queue's end.
+        expected: u64,
+        /// The entry's queue offset.
+        found: u64,
+    },
+}
+
 impl ConsumeQueue {
     /// Appends the entry for the message at `log_offset` (`size` bytes, tag hash `tag_hash`) as
     /// queue offset `queue_offset`. Idempotent, as dispatch must be (docs/DESIGN.md §11): an entry
-    /// whose log offset is not beyond the last entry's is skipped (`Ok(false)`). Otherwise
-    /// `queue_offset` must be the queue's end (`max_offset`; any offset starts a queue that has no
-    /// file yet: a queue rebuilt after retention keeps its numbering), else `Error::Corrupt` with
-    /// `Corruption::QueueOffsetMismatch`. A full file rolls to a new one; a full disk fails that
-    /// creation with `Error::DiskFull`, storing nothing, and the next append tries again.
-    pub(crate) fn append(&self, queue_offset: u64, log_offset: u64, size: u32, tag_hash: u64) -> Result<bool> {
+    /// whose log offset is not beyond the last entry's is `AlreadyHeld`. Otherwise `queue_offset`
+    /// must be the queue's end (`max_offset`; any offset starts a queue that has no file yet: a
+    /// queue rebuilt after retention keeps its numbering), else it is a `Gap`. A full file rolls
+    /// to a new one; a full disk fails that creation with `Error::DiskFull`, storing nothing, and
+    /// the next append tries again. Errors are the files' only.
+    pub(crate) fn append(&self, queue_offset: u64, log_offset: u64, size: u32, tag_hash: u64) -> Result<Appended> {
         assert!(size > 0, "a record's encoded size is never 0 (an all-zero entry marks unused space)");
         let mut writer = self.writer.lock();
         self.check_not_poisoned()?;
         if writer.last_log_offset.is_some_and(|last| log_offset <= last) {
-            return Ok(false);
+            return Ok(Appended::AlreadyHeld);
+        }
+        let max = self.max.load(Ordering::Relaxed);
+        let has_files = !self.files.read().is_empty();
+        if has_files && queue_offset != max {
+            return Ok(Appended::Gap { expected: max, found: queue_offset });
         }
         let active = self.active_for(&mut writer, queue_offset)?;
         let mut bytes = [0u8; CQ_ENTRY_LEN];
@@ -39,20 +63,18 @@ impl ConsumeQueue {
         writer.last_log_offset = Some(log_offset);
         debug_assert!(self.min.load(Ordering::Relaxed) <= queue_offset, "min ≤ max");
         self.max.store(queue_offset + 1, Ordering::Release);
-        Ok(true)
+        Ok(Appended::Stored)
     }
 
     /// The file the entry for `queue_offset` goes into: the active file, a new file after it when
-    /// it is full, or the queue's first file when it has none.
+    /// it is full, or the queue's first file when it has none. The caller checked that
+    /// `queue_offset` continues a queue that has files.
     fn active_for(&self, writer: &mut Writer, queue_offset: u64) -> Result<Arc<QueueFile>> {
         let Some(active) = self.files.read().last().cloned() else {
             return self.start_at(writer, queue_offset);
         };
         let max = self.max.load(Ordering::Relaxed);
-        if queue_offset != max {
-            let reason = Corruption::QueueOffsetMismatch { expected: max, found: queue_offset };
-            return Err(Error::corrupt(active.path(), active.position(max), reason));
-        }
+        debug_assert_eq!(queue_offset, max, "append checks that the entry continues the queue");
         if max < active.end() {
             return Ok(active);
         }
@@ -122,7 +144,8 @@ impl ConsumeQueue {
             return Ok(0);
         }
         for i in 0..gap {
-            self.append(max + i, first + i, 1, 0)?;
+            let appended = self.append(max + i, first + i, 1, 0)?;
+            debug_assert_eq!(appended, Appended::Stored, "a placeholder continues the queue above its last entry");
         }
         Ok(gap)
     }

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use proptest::prelude::*;
 
+use super::Appended;
 use super::layout::{ENTRY_LEN, file_name};
 use super::recover::QueueRecovery;
 use super::{ConsumeQueue, Entry, FlushedUpTo};
@@ -35,13 +36,13 @@ fn open_with(root: &Path, per_file: u64, reads: ReadPath) -> ConsumeQueue {
     ConsumeQueue::open(root, TOPIC, QUEUE, per_file, reads).expect("open")
 }
 
-fn append(queue: &ConsumeQueue, q: u64, e: Entry) -> Result<bool> {
+fn append(queue: &ConsumeQueue, q: u64, e: Entry) -> Result<Appended> {
     queue.append(q, e.log_offset, e.size, e.tag_hash)
 }
 
 fn fill(queue: &ConsumeQueue, range: Range<u64>) {
     for q in range {
-        assert!(append(queue, q, entry(q)).expect("append"), "entry {q} appended");
+        assert_eq!(append(queue, q, entry(q)).expect("append"), Appended::Stored, "entry {q} appended");
     }
 }
 
@@ -129,15 +130,14 @@ fn an_entry_not_beyond_the_last_is_skipped() {
     fill(&queue, 0..3);
     for (q, log_offset) in [(3, entry(2).log_offset), (3, 0), (0, entry(0).log_offset), (9, 1)] {
         let skipped = Entry { log_offset, size: 1, tag_hash: 0 };
-        assert!(!append(&queue, q, skipped).expect("append"), "{q} at log offset {log_offset} skipped");
+        assert_eq!(append(&queue, q, skipped).expect("append"), Appended::AlreadyHeld, "{q} at {log_offset}");
     }
     assert_holds(&queue, 0..3);
     for found in [2, 5] {
-        let error = append(&queue, found, Entry { log_offset: 1000, size: 1, tag_hash: 0 }).expect_err("mismatch");
-        let mismatch = Corruption::QueueOffsetMismatch { expected: 3, found };
-        assert!(matches!(&error, Error::Corrupt { reason, position: 60, .. } if *reason == mismatch), "{error:?}");
+        let appended = append(&queue, found, Entry { log_offset: 1000, size: 1, tag_hash: 0 }).expect("append");
+        assert_eq!(appended, Appended::Gap { expected: 3, found }, "nothing written");
     }
-    assert!(append(&queue, 3, entry(3)).expect("append"));
+    assert_eq!(append(&queue, 3, entry(3)).expect("append"), Appended::Stored);
     assert_holds(&queue, 0..4);
 }
 
@@ -167,7 +167,7 @@ fn a_queue_offset_without_room_for_a_file_is_an_error() {
     assert_holds(&queue, 0..0);
     let start = u64::MAX - 4;
     for (i, q) in (start..u64::MAX).enumerate() {
-        assert!(append(&queue, q, entry(i as u64)).expect("append"));
+        assert_eq!(append(&queue, q, entry(i as u64)).expect("append"), Appended::Stored);
     }
     let error = append(&queue, u64::MAX, entry(9)).expect_err("no room for the next file");
     assert!(matches!(error, Error::Corrupt { .. }), "{error:?}");
@@ -188,7 +188,7 @@ fn reopen_keeps_the_entries_and_the_last_log_offset() {
     drop(queue);
     let queue = open(dir.path(), 4);
     assert_holds(&queue, 0..6);
-    assert!(!append(&queue, 6, entry(5)).expect("append"), "the last log offset survived the reopen");
+    assert_eq!(append(&queue, 6, entry(5)).expect("append"), Appended::AlreadyHeld, "the last log offset survived the reopen");
     fill(&queue, 6..8);
     drop(queue);
     // The active file is full: the next append rolls.
@@ -207,7 +207,7 @@ fn the_last_log_offset_is_found_in_the_sealed_file_when_the_active_one_is_empty(
     drop(queue);
     let queue = open(dir.path(), 4);
     assert_holds(&queue, 0..4);
-    assert!(!append(&queue, 4, entry(3)).expect("append"), "entry 3 is in the sealed file");
+    assert_eq!(append(&queue, 4, entry(3)).expect("append"), Appended::AlreadyHeld, "entry 3 is in the sealed file");
     fill(&queue, 4..5);
 }
 
@@ -218,11 +218,11 @@ fn one_entry_at_log_offset_zero_survives_a_reopen() {
     let dir = tempfile::tempdir().expect("tempdir");
     let queue = open(dir.path(), 4);
     let first = Entry { log_offset: 0, size: 1, tag_hash: 0 };
-    assert!(append(&queue, 0, first).expect("append"));
+    assert_eq!(append(&queue, 0, first).expect("append"), Appended::Stored);
     drop(queue);
     let queue = open(dir.path(), 4);
     assert_eq!((queue.max_offset(), queue.get(0).expect("get")), (1, Some(first)));
-    assert!(!append(&queue, 1, first).expect("append"), "not beyond the last");
+    assert_eq!(append(&queue, 1, first).expect("append"), Appended::AlreadyHeld, "not beyond the last");
     assert_eq!(queue.recover(0, 1).expect("recover").removed, 0);
 }
 
@@ -449,7 +449,7 @@ fn a_file_of_garbage_recovers_without_a_panic() {
         assert_eq!(kept.len() as u64, end, "seed {seed}");
         assert!(kept.iter().all(|(_, e)| e.log_offset < 40), "seed {seed}");
         let last = kept.last().map_or(0, |(_, e)| e.log_offset);
-        assert!(append(&queue, end, Entry { log_offset: last + 1, size: 1, tag_hash: 0 }).expect("append"));
+        assert_eq!(append(&queue, end, Entry { log_offset: last + 1, size: 1, tag_hash: 0 }).expect("append"), Appended::Stored);
         drop(queue);
         let queue = open(dir.path(), 4);
         assert_eq!(queue.max_offset(), end + 1, "seed {seed}");
@@ -785,13 +785,13 @@ fn apply(queue: &mut ConsumeQueue, model: &mut Vec<Entry>, op: &Op, reopen: &dyn
             for _ in 0..n {
                 let log_offset = model.last().map_or(0, |e| e.log_offset + u64::from(gap));
                 let e = Entry { log_offset, size: 1 + (log_offset % 1000) as u32, tag_hash: log_offset % 7 };
-                assert!(append(queue, model.len() as u64, e).expect("append"));
+                assert_eq!(append(queue, model.len() as u64, e).expect("append"), Appended::Stored);
                 model.push(e);
             }
         }
         Op::Duplicate => {
             if let Some(&last) = model.last() {
-                assert!(!append(queue, end, last).expect("append"));
+                assert_eq!(append(queue, end, last).expect("append"), Appended::AlreadyHeld);
             }
         }
         Op::Truncate(back) => {
