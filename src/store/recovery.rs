@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::format::{STORE_COMMIT_LOG_DIR, STORE_CONSUME_QUEUE_DIR, STORE_INDEX_DIR};
-use crate::log::Log;
+use crate::log::{Cursor, Log};
 use crate::storage;
 use crate::store::background;
 use crate::store::checkpoint;
@@ -39,12 +39,37 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> Result<StoreState> {
     crate::failpoint::crash_point!("store_after_abort_created");
     // `abort` goes last at a clean close (after the log closed): without it, everything was
     // flushed, or the store is new.
-    let unclean = aborted;
+    let derived = load_derived(root, &config, &log, aborted)?;
+    let (from, recovered) = (derived.from, aborted || derived.rebuilt);
+    let offsets = ConsumerOffsets::load(root)?;
+    let cursor = log.cursor(from)?;
+    let inner = assemble(root, config, log, derived, offsets, cursor);
+    finish(&inner, recovered)?;
+    tracing::info!(
+        root = %inner.root.display(), queues = inner.queues.count(), index_files = inner.index.file_count(),
+        dispatched_from = from, log_next = inner.log.next_offset(), "message store open"
+    );
+    Ok(inner)
+}
+
+/// The consume queues and the index as loaded and checked, and where dispatch starts.
+struct Derived {
+    queues: Queues,
+    index: IndexFiles,
+    /// Dispatch starts here: the store checkpoint, or lower where the derived files lost entries.
+    from: u64,
+    /// Whether a queue or the index is being rebuilt from the commit log.
+    rebuilt: bool,
+}
+
+/// Loads the index and the consume queues (rebuilt if missing or damaged), checks them against
+/// the log (the index only after an unclean shutdown), and lowers the store checkpoint to where
+/// dispatch must start again.
+fn load_derived(root: &Path, config: &StoreConfig, log: &Log, unclean: bool) -> Result<Derived> {
     let (log_start, log_next) = (log.start_offset(), log.next_offset());
     let checkpointed = checkpoint::read(root)?;
     let mut from = checkpointed.min(log_next);
-
-    let (index, index_rebuilt) = open_index(root, &config)?;
+    let (index, index_rebuilt) = open_index(root, config)?;
     let queue_dir = root.join(STORE_CONSUME_QUEUE_DIR);
     let queues_existed = queue_dir.is_dir();
     let (queues, discarded) =
@@ -52,8 +77,8 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> Result<StoreState> {
     if let Some(refill_from) = check_queues(&queues, from, log_next, config.queue_entries_per_file)? {
         from = from.min(refill_from.max(log_start));
     }
-    let rebuild = index_rebuilt || !queues_existed || discarded > 0;
-    if rebuild && log_start < log_next {
+    let rebuilt = index_rebuilt || !queues_existed || discarded > 0;
+    if rebuilt && log_start < log_next {
         tracing::warn!(root = %root.display(), from = log_start, "rebuilding consume queues and index from the commit log");
         from = log_start;
     }
@@ -68,7 +93,6 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> Result<StoreState> {
             );
         }
     }
-    let offsets = ConsumerOffsets::load(root)?;
     let from = from.max(log_start);
     if from < checkpointed {
         // What dispatch is about to redo is not on disk any more (a rebuild, a refill, a log that
@@ -76,8 +100,20 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> Result<StoreState> {
         // would leave it undone for good.
         checkpoint::write(root, from)?;
     }
-    let cursor = log.cursor(from)?;
+    Ok(Derived { queues, index, from, rebuilt })
+}
 
+/// The store's state, its dispatch reading from `derived.from` with `cursor` into the store's
+/// own dispatchers (the queue and index builders).
+fn assemble(
+    root: &Path,
+    config: StoreConfig,
+    log: Log,
+    derived: Derived,
+    offsets: ConsumerOffsets,
+    cursor: Cursor,
+) -> StoreState {
+    let Derived { queues, index, from, .. } = derived;
     let (queues, index) = (Arc::new(queues), Arc::new(index));
     let (long_polls, counters) = (Arc::new(LongPolls::default()), Arc::new(Counters::default()));
     let mut output = BroadcastingOutput::default();
@@ -87,7 +123,7 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> Result<StoreState> {
         counters: Arc::clone(&counters),
     }));
     output.push(Box::new(IndexBuilder { index: Arc::clone(&index) }));
-    let inner = StoreState {
+    StoreState {
         root: root.to_path_buf(),
         config,
         log,
@@ -100,29 +136,30 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> Result<StoreState> {
         long_polls,
         maintenance: Maintenance::default(),
         counters,
-    };
-    dispatcher::catch_up(&inner)?;
-    background::sweep(&inner)?;
+    }
+}
+
+/// Dispatches to the log's end, deletes retention's leftovers, clamps consumer offsets past a
+/// queue's end, and (after a recovery or a rebuild) writes a checkpoint.
+fn finish(inner: &StoreState, recovered: bool) -> Result<()> {
+    dispatcher::catch_up(inner)?;
+    background::sweep(inner)?;
     for CommittedOffset { topic, queue_id, .. } in inner.offsets.all() {
         let end = inner.queues.get(&topic, queue_id).map_or(0, |queue| queue.max_offset());
         inner.offsets.clamp(&topic, queue_id, end);
     }
-    if unclean || rebuild {
+    if recovered {
         // Saves the next open this work, and only that: a checkpoint left lower costs work,
         // never data. On a full disk it cannot be written (a new file needs a block), and the
         // store must still open, so messages can be deleted to make room.
-        match background::checkpoint(&inner) {
+        match background::checkpoint(inner) {
             Err(error @ Error::DiskFull { .. }) => {
                 tracing::warn!(%error, "the store checkpoint could not be written after recovery; it is retried");
             }
             checkpointed => checkpointed?,
         }
     }
-    tracing::info!(
-        root = %inner.root.display(), queues = inner.queues.count(), index_files = inner.index.file_count(),
-        dispatched_from = from, log_next, "message store open"
-    );
-    Ok(inner)
+    Ok(())
 }
 
 /// Opens the index; a damaged file discards the whole index, which is rebuilt (logged). Returns

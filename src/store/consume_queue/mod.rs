@@ -65,8 +65,8 @@ use parking_lot::{Mutex, RwLock};
 use crate::config::ReadPath;
 use crate::error::{Error, Result};
 use crate::map_budget::MapBudget;
-use file::QueueFile;
 pub(crate) use append::Appended;
+use file::QueueFile;
 pub(crate) use layout::Entry;
 
 /// How far a queue's entries are durable ([`ConsumeQueue::flush`]). The store's checkpoint takes

@@ -188,7 +188,11 @@ fn reopen_keeps_the_entries_and_the_last_log_offset() {
     drop(queue);
     let queue = open(dir.path(), 4);
     assert_holds(&queue, 0..6);
-    assert_eq!(append(&queue, 6, entry(5)).expect("append"), Appended::AlreadyHeld, "the last log offset survived the reopen");
+    assert_eq!(
+        append(&queue, 6, entry(5)).expect("append"),
+        Appended::AlreadyHeld,
+        "the last log offset survived the reopen"
+    );
     fill(&queue, 6..8);
     drop(queue);
     // The active file is full: the next append rolls.
@@ -449,7 +453,10 @@ fn a_file_of_garbage_recovers_without_a_panic() {
         assert_eq!(kept.len() as u64, end, "seed {seed}");
         assert!(kept.iter().all(|(_, e)| e.log_offset < 40), "seed {seed}");
         let last = kept.last().map_or(0, |(_, e)| e.log_offset);
-        assert_eq!(append(&queue, end, Entry { log_offset: last + 1, size: 1, tag_hash: 0 }).expect("append"), Appended::Stored);
+        assert_eq!(
+            append(&queue, end, Entry { log_offset: last + 1, size: 1, tag_hash: 0 }).expect("append"),
+            Appended::Stored
+        );
         drop(queue);
         let queue = open(dir.path(), 4);
         assert_eq!(queue.max_offset(), end + 1, "seed {seed}");
