@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use super::{Damage, Dump, Finding, VerifyReport};
 use crate::config::LogConfig;
-use crate::error::{Error, Result};
+use crate::error::{Corruption, Error, Result};
 use crate::format::{
     CQ_ENTRY_LEN, CQ_SUFFIX, INDEX_FILE_ENTRY_LEN, INDEX_FILE_SLOT_LEN, INDEX_FILE_SUFFIX, STORE_ABORT_FILE,
     STORE_CHECKPOINT_FILE, STORE_COMMIT_LOG_DIR, STORE_CONSUME_QUEUE_DIR, STORE_INDEX_DIR, parse_file_name,
@@ -28,7 +28,7 @@ use crate::store::consume_queue::Entry;
 use crate::store::consumer_offsets::{self, OFFSETS_BACKUP_FILE, OFFSETS_FILE};
 use crate::store::hash::tag_hash;
 use crate::store::index::{
-    EntryRules, IndexEntry, IndexHeader, entry_position, key_hash, read_header, slot_of, slot_position,
+    EntryRules, IndexFileEntry, IndexHeader, entry_position, key_hash, read_header, slot_of, slot_position,
 };
 use crate::store::message::{StoredMessage, validate_topic};
 use crate::store::message_reader::MessageReader;
@@ -403,7 +403,7 @@ fn dump_queue_file(path: &Path, first: u64) -> Result<QueueFileDump> {
     }
     let mut ended = false;
     for_each_item((&file, path), 0, CQ_ENTRY_LEN, capacity, |slot, bytes| {
-        let entry = Entry::decode_from(bytes);
+        let entry = Entry::decode(bytes);
         let (queue_offset, position) = (first + slot, slot * CQ_LEN);
         ended |= entry.is_zero();
         if ended {
@@ -497,7 +497,7 @@ fn read_entries(file: &File, path: &Path, header: &IndexHeader, dump: &mut Index
     let count = u64::from(header.index_count);
     let start = entry_position(header.slot_count, 1);
     for_each_item((file, path), start, INDEX_FILE_ENTRY_LEN, count, |i, bytes| {
-        let e = IndexEntry::decode(bytes);
+        let e = IndexFileEntry::decode(bytes);
         let number = i as u32 + 1;
         let position = entry_position(header.slot_count, u64::from(number));
         let info = IndexEntryInfo {
@@ -543,8 +543,13 @@ fn entry_problems(header: &IndexHeader, previous: Option<&IndexEntryInfo>, e: &I
 }
 
 /// The entry `e` shows, as stored.
-fn stored(e: &IndexEntryInfo) -> IndexEntry {
-    IndexEntry { key_hash: e.key_hash, log_offset: e.log_offset, time_diff_s: e.time_diff_s, prev_entry: e.prev_entry }
+fn stored(e: &IndexEntryInfo) -> IndexFileEntry {
+    IndexFileEntry {
+        key_hash: e.key_hash,
+        log_offset: e.log_offset,
+        time_diff_s: e.time_diff_s,
+        prev_entry: e.prev_entry,
+    }
 }
 
 /// Each slot's head and each entry's `prev_entry` must be an entry of the same slot.
@@ -772,14 +777,12 @@ impl Checker {
             );
             self.judge(path, dump.entries.len() as u64 * CQ_LEN, None, problem);
         }
-        if let (Some(previous), Some(first)) = (previous, dump.entries.first())
-            && first.log_offset <= previous
+        // Across files, the rule within one (log offsets increase along the queue).
+        if let Some(first) = dump.entries.first()
+            && let Err(problem @ Corruption::QueueLogOffsetNotIncreasing { .. }) =
+                stored_entry(first).check(first.queue_offset, previous, None)
         {
-            let problem = format!(
-                "queue offset {}: log offset {} not above the previous file's last {previous}",
-                first.queue_offset, first.log_offset
-            );
-            self.judge(path, 0, Some(first.log_offset), problem);
+            self.judge(path, 0, Some(first.log_offset), format!("{problem} (the previous file's last)"));
         }
         let unclean_tail = self.unclean_from.is_some();
         for damage in &dump.problems {
@@ -811,12 +814,9 @@ impl Checker {
             if e.log_offset < start {
                 continue; // removed by retention
             }
-            if e.log_offset >= end {
-                let problem = format!(
-                    "queue offset {}: log offset {} is at or past the commit log's end {end}",
-                    e.queue_offset, e.log_offset
-                );
-                problems.push((path, e.position, e.log_offset, problem));
+            // The queue's own rule (the log holds the message), as recovery applies it.
+            if let Err(problem) = stored_entry(e).check(e.queue_offset, None, Some(end)) {
+                problems.push((path, e.position, e.log_offset, problem.to_string()));
                 continue;
             }
             let ahead = || entries[i..].iter().take(64).map(|(e, _)| e.size as usize + 64).sum();
@@ -893,6 +893,11 @@ impl Checker {
         }
         Ok(())
     }
+}
+
+/// The queue entry a report line describes, as the store's layout holds it.
+fn stored_entry(e: &QueueEntryInfo) -> Entry {
+    Entry { log_offset: e.log_offset, size: e.size, tag_hash: e.tag_hash }
 }
 
 /// Why the queue entry `e` of `topic`'s queue `queue_id` does not describe `record`, if it does not.

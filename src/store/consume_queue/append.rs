@@ -11,7 +11,6 @@ use super::file::{CQ_ADVICE, QueueFile};
 use super::layout::{ENTRY_LEN, Entry, file_name};
 use super::{ConsumeQueue, FlushedUpTo, Writer};
 use crate::error::{Corruption, Error, Result};
-use crate::format::CQ_ENTRY_LEN;
 use crate::storage::{self, MappedFile};
 
 /// What [`ConsumeQueue::append`] did with an entry.
@@ -54,8 +53,7 @@ impl ConsumeQueue {
             return Ok(Appended::Gap { expected: max, found: queue_offset });
         }
         let active = self.active_for(&mut writer, queue_offset)?;
-        let mut bytes = [0u8; CQ_ENTRY_LEN];
-        Entry { log_offset, size, tag_hash }.encode_into(&mut bytes);
+        let bytes = Entry { log_offset, size, tag_hash }.encode();
         // Counted before the write: a failed `pwrite` may have stored part of the entry.
         writer.dirty_end = writer.dirty_end.max(queue_offset + 1 - active.first);
         let position = active.file.append(&bytes)?;

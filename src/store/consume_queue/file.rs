@@ -40,7 +40,7 @@ impl QueueFile {
         // A file's slots were allocated whole, so their bytes fit in memory.
         let len = (count * ENTRY_LEN) as usize;
         self.file.read_with(self.position(queue_offset), len, |bytes| {
-            bytes.chunks_exact(CQ_ENTRY_LEN).map(Entry::decode_from).collect()
+            bytes.chunks_exact(CQ_ENTRY_LEN).map(Entry::decode).collect()
         })
     }
 
@@ -56,7 +56,7 @@ pub(super) fn count_entries(file: &MappedFile, capacity: u64) -> Result<u64> {
     let (mut low, mut high) = (0, capacity);
     while low < high {
         let middle = low + (high - low) / 2;
-        let used = file.read_with(middle * ENTRY_LEN, CQ_ENTRY_LEN, |bytes| !Entry::decode_from(bytes).is_zero())?;
+        let used = file.read_with(middle * ENTRY_LEN, CQ_ENTRY_LEN, |bytes| !Entry::decode(bytes).is_zero())?;
         if used.unwrap_or(false) {
             low = middle + 1;
         } else {

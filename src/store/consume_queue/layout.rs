@@ -26,7 +26,7 @@ pub(crate) struct Entry {
 
 impl Entry {
     /// Decodes an entry from the first [`CQ_ENTRY_LEN`] bytes.
-    pub(crate) fn decode_from(bytes: &[u8]) -> Entry {
+    pub(crate) fn decode(bytes: &[u8]) -> Entry {
         Entry {
             log_offset: BigEndian::read_u64(&bytes[CQ_LOG_OFFSET_POS..]),
             size: BigEndian::read_u32(&bytes[CQ_SIZE_POS..]),
@@ -34,11 +34,13 @@ impl Entry {
         }
     }
 
-    /// Encodes the entry into the first [`CQ_ENTRY_LEN`] bytes.
-    pub(crate) fn encode_into(&self, out: &mut [u8]) {
+    /// The entry's [`CQ_ENTRY_LEN`] bytes.
+    pub(crate) fn encode(&self) -> [u8; CQ_ENTRY_LEN] {
+        let mut out = [0u8; CQ_ENTRY_LEN];
         BigEndian::write_u64(&mut out[CQ_LOG_OFFSET_POS..], self.log_offset);
         BigEndian::write_u32(&mut out[CQ_SIZE_POS..], self.size);
         BigEndian::write_u64(&mut out[CQ_TAG_HASH_POS..], self.tag_hash);
+        out
     }
 
     /// An entry of all-zero bytes: never written, so it marks the unused tail of a file.
@@ -119,12 +121,11 @@ mod tests {
     #[test]
     fn entry_layout_and_round_trip() {
         let e = Entry { log_offset: 0x0102_0304_0506_0708, size: 0x090a_0b0c, tag_hash: 0x0d0e_0f10_1112_1314 };
-        let mut bytes = [0u8; CQ_ENTRY_LEN];
-        e.encode_into(&mut bytes);
+        let bytes = e.encode();
         assert_eq!(bytes.to_vec(), (1..=20).collect::<Vec<u8>>(), "big-endian, in field order");
-        assert_eq!(Entry::decode_from(&bytes), e);
+        assert_eq!(Entry::decode(&bytes), e);
         assert!(!e.is_zero());
-        assert!(Entry::decode_from(&[0; CQ_ENTRY_LEN]).is_zero());
+        assert!(Entry::decode(&[0; CQ_ENTRY_LEN]).is_zero());
         assert!(!Entry { log_offset: 0, size: 1, tag_hash: 0 }.is_zero(), "log offset 0 is data");
     }
 

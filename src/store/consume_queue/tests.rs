@@ -77,9 +77,7 @@ fn assert_holds(queue: &ConsumeQueue, range: Range<u64>) {
 }
 
 fn encode(e: Entry) -> [u8; CQ_ENTRY_LEN] {
-    let mut bytes = [0u8; CQ_ENTRY_LEN];
-    e.encode_into(&mut bytes);
-    bytes
+    e.encode()
 }
 
 /// Writes `bytes` over the slot of queue offset `q` in the file starting at `first`.

@@ -9,7 +9,7 @@
 use byteorder::{BigEndian, ByteOrder};
 
 use crate::format::{INDEX_FILE_ENTRY_LEN, INDEX_FILE_SLOT_LEN};
-use crate::store::index::layout::IndexEntry;
+use crate::store::index::layout::IndexFileEntry;
 
 /// Slots in a 4 KiB page of the slot table: the unit in which a flush writes changed slots.
 const SLOTS_PER_PAGE: usize = 4096 / INDEX_FILE_SLOT_LEN;
@@ -54,9 +54,9 @@ impl ActiveState {
     }
 
     /// Entry `n` if it is one of the entries not yet written.
-    pub(super) fn pending_entry(&self, n: u32) -> Option<IndexEntry> {
+    pub(super) fn pending_entry(&self, n: u32) -> Option<IndexFileEntry> {
         let at = n.checked_sub(self.pending_first)? as usize * INDEX_FILE_ENTRY_LEN;
-        self.pending.get(at..at + INDEX_FILE_ENTRY_LEN).map(IndexEntry::decode)
+        self.pending.get(at..at + INDEX_FILE_ENTRY_LEN).map(IndexFileEntry::decode)
     }
 
     /// The runs of pages marked in `dirty`, as slot ranges of at most `SLOTS_PER_WRITE`.

@@ -15,7 +15,7 @@ use crate::map_budget::MapBudget;
 use crate::storage::{self, MappedFile};
 use crate::store::index::active::{ActiveState, PENDING_ENTRIES};
 use crate::store::index::layout::{
-    IndexEntry, IndexHeader, check_sizes, entry_position, index_file_len, read_header, slot_of, slot_position,
+    IndexFileEntry, IndexHeader, check_sizes, entry_position, index_file_len, read_header, slot_of, slot_position,
 };
 
 /// What lowers the space an index file needs.
@@ -236,7 +236,7 @@ impl IndexFile {
             }
         };
         let time_diff_s = self.time_diff_s(timestamp_ms).max(state.last_time_diff_s);
-        let entry = IndexEntry { key_hash, log_offset, time_diff_s, prev_entry };
+        let entry = IndexFileEntry { key_hash, log_offset, time_diff_s, prev_entry };
         state.pending.extend_from_slice(&entry.encode());
         state.set_slot(slot, n);
         state.last_time_diff_s = time_diff_s;
@@ -331,7 +331,7 @@ impl IndexFile {
     }
 
     /// Entry `n`; `None` if the file was retired.
-    fn entry_in(&self, view: View<'_>, n: u32) -> Result<Option<IndexEntry>> {
+    fn entry_in(&self, view: View<'_>, n: u32) -> Result<Option<IndexFileEntry>> {
         if let View::Active(state) = view
             && let Some(entry) = state.pending_entry(n)
         {
@@ -463,14 +463,14 @@ impl IndexFile {
     }
 
     /// Entry `n` as written in the file; `None` if the file was retired.
-    fn read_entry(&self, n: u32) -> Result<Option<IndexEntry>> {
-        self.file.read_with(self.entry_position(n), INDEX_FILE_ENTRY_LEN, IndexEntry::decode)
+    fn read_entry(&self, n: u32) -> Result<Option<IndexFileEntry>> {
+        self.file.read_with(self.entry_position(n), INDEX_FILE_ENTRY_LEN, IndexFileEntry::decode)
     }
 
     /// Entries `first` to `first + count - 1` as written in the file.
-    pub(super) fn read_entries(&self, first: u32, count: u32) -> Result<Vec<IndexEntry>> {
+    pub(super) fn read_entries(&self, first: u32, count: u32) -> Result<Vec<IndexFileEntry>> {
         let bytes = count as usize * INDEX_FILE_ENTRY_LEN;
-        let decode = |b: &[u8]| b.chunks_exact(INDEX_FILE_ENTRY_LEN).map(IndexEntry::decode).collect();
+        let decode = |b: &[u8]| b.chunks_exact(INDEX_FILE_ENTRY_LEN).map(IndexFileEntry::decode).collect();
         self.file
             .read_with(self.entry_position(first), bytes, decode)?
             .ok_or_else(|| self.misuse("read a retired index file"))

@@ -67,7 +67,7 @@ impl IndexHeader {
 
 /// An IndexFile entry as stored (docs/FORMAT.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct IndexEntry {
+pub(crate) struct IndexFileEntry {
     pub key_hash: u32,
     pub log_offset: u64,
     /// Whole seconds from the file's begin timestamp.
@@ -76,7 +76,7 @@ pub(crate) struct IndexEntry {
     pub prev_entry: u32,
 }
 
-impl IndexEntry {
+impl IndexFileEntry {
     pub(crate) fn encode(&self) -> [u8; INDEX_FILE_ENTRY_LEN] {
         let mut b = [0u8; INDEX_FILE_ENTRY_LEN];
         BigEndian::write_u32(&mut b[INDEX_ENTRY_KEY_HASH_POS..], self.key_hash);
@@ -87,8 +87,8 @@ impl IndexEntry {
     }
 
     /// Decodes the first [`INDEX_FILE_ENTRY_LEN`] bytes of `b`.
-    pub(crate) fn decode(b: &[u8]) -> IndexEntry {
-        IndexEntry {
+    pub(crate) fn decode(b: &[u8]) -> IndexFileEntry {
+        IndexFileEntry {
             key_hash: BigEndian::read_u32(&b[INDEX_ENTRY_KEY_HASH_POS..]),
             log_offset: BigEndian::read_u64(&b[INDEX_ENTRY_LOG_OFFSET_POS..]),
             time_diff_s: BigEndian::read_u32(&b[INDEX_ENTRY_TIME_DIFF_POS..]),
@@ -98,7 +98,7 @@ impl IndexEntry {
 
     /// Whether every byte is zero: what an unused entry looks like.
     pub(super) fn is_zero(&self) -> bool {
-        *self == IndexEntry { key_hash: 0, log_offset: 0, time_diff_s: 0, prev_entry: 0 }
+        *self == IndexFileEntry { key_hash: 0, log_offset: 0, time_diff_s: 0, prev_entry: 0 }
     }
 }
 
@@ -218,7 +218,7 @@ impl EntryRules {
     /// The rules entry `n` breaks, `previous` being entry `n - 1` (`None` for entry 1). The rules
     /// between two entries only; a chain link's slot needs the other entries (recovery tracks each
     /// slot's newest entry, `verify` looks the link up).
-    pub(crate) fn check(&self, n: u32, entry: &IndexEntry, previous: Option<&IndexEntry>) -> EntryFaults {
+    pub(crate) fn check(&self, n: u32, entry: &IndexFileEntry, previous: Option<&IndexFileEntry>) -> EntryFaults {
         let past_end = match self.end_log_offset {
             Bound::Included(end) => entry.log_offset > end,
             Bound::Excluded(end) => entry.log_offset >= end,
@@ -256,8 +256,8 @@ mod tests {
             index_count: u32::MAX,
         };
         assert_eq!(IndexHeader::decode(&header.encode()), header);
-        let entry = IndexEntry { key_hash: 0xdead_beef, log_offset: 1 << 40, time_diff_s: 9, prev_entry: 2 };
-        assert_eq!(IndexEntry::decode(&entry.encode()), entry);
+        let entry = IndexFileEntry { key_hash: 0xdead_beef, log_offset: 1 << 40, time_diff_s: 9, prev_entry: 2 };
+        assert_eq!(IndexFileEntry::decode(&entry.encode()), entry);
         // Big-endian, in the documented order.
         assert_eq!(&entry.encode()[..4], &[0xde, 0xad, 0xbe, 0xef]);
         assert_eq!(&header.encode()[INDEX_FILE_SLOT_COUNT_POS..INDEX_FILE_INDEX_COUNT_POS], &[0, 0, 0, 3]);
@@ -276,7 +276,7 @@ mod tests {
     fn entry_rules_judge_each_rule_alone() {
         let rules = EntryRules { begin_log_offset: 10, end_log_offset: Bound::Excluded(20) };
         let entry =
-            |log_offset, time_diff_s, prev_entry| IndexEntry { key_hash: 1, log_offset, time_diff_s, prev_entry };
+            |log_offset, time_diff_s, prev_entry| IndexFileEntry { key_hash: 1, log_offset, time_diff_s, prev_entry };
         let previous = entry(12, 5, 0);
         assert_eq!(rules.check(1, &entry(10, 0, 0), None), EntryFaults::default(), "entry 1 at the begin");
         assert_eq!(rules.check(2, &entry(12, 5, 1), Some(&previous)), EntryFaults::default(), "equal to the previous");

@@ -62,7 +62,7 @@ mod recover;
 
 pub(crate) use files::IndexFiles;
 pub(crate) use layout::{
-    EntryRules, IndexEntry, IndexHeader, entry_position, key_hash, read_header, slot_of, slot_position,
+    EntryRules, IndexFileEntry, IndexHeader, entry_position, key_hash, read_header, slot_of, slot_position,
 };
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use crate::storage;
 use crate::store::index::active::ActiveState;
 use crate::store::index::file::IndexFile;
 use crate::store::index::files::{IndexFiles, delete, last_end};
-use crate::store::index::layout::{EntryRules, IndexEntry, slot_position};
+use crate::store::index::layout::{EntryRules, IndexFileEntry, slot_position};
 
 /// Entries a recovery scan decodes at once.
 const SCAN_WINDOW_ENTRIES: u32 = 4096;
@@ -56,7 +56,7 @@ impl IndexFile {
         self.write_pending(state)?;
         let counted = self.index_count.load(Ordering::Relaxed);
         let mut heads = vec![0u32; self.slot_count as usize];
-        let mut last: Option<IndexEntry> = None;
+        let mut last: Option<IndexFileEntry> = None;
         let mut kept = 0;
         let mut cut_at = None;
         let rules =
@@ -92,8 +92,8 @@ impl IndexFile {
     fn check_next(
         &self,
         n: u32,
-        entry: &IndexEntry,
-        last: Option<&IndexEntry>,
+        entry: &IndexFileEntry,
+        last: Option<&IndexFileEntry>,
         heads: &[u32],
         rules: &EntryRules,
     ) -> Result<(), &'static str> {
@@ -117,7 +117,7 @@ impl IndexFile {
 
     /// Writes what recovery kept (`kept` of the `counted` entries): the rebuilt slots of `state`,
     /// zeros over every entry past those kept, then the header, each durable before the next.
-    fn rewrite(&self, state: &ActiveState, (kept, counted): (u32, u32), last: Option<IndexEntry>) -> Result<()> {
+    fn rewrite(&self, state: &ActiveState, (kept, counted): (u32, u32), last: Option<IndexFileEntry>) -> Result<()> {
         self.file.write_at(slot_position(0), &state.slot_bytes(0..state.slots.len()))?;
         let stale = self.entry_position(kept + 1);
         self.file.zero_range(stale, self.file.len() - stale)?;

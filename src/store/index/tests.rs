@@ -16,7 +16,7 @@ use crate::format::{
 use crate::storage;
 use crate::store::index::file::IndexFile;
 use crate::store::index::files::IndexFiles;
-use crate::store::index::layout::{IndexEntry, IndexHeader, index_file_len, key_hash};
+use crate::store::index::layout::{IndexFileEntry, IndexHeader, index_file_len, key_hash};
 use crate::store::index::recover::FileRecovery;
 
 /// A timestamp on a whole second, so whole-second times are exact in tests.
@@ -398,7 +398,7 @@ fn past_the_count_an_all_zero_entry_ends_the_entries() {
     let file = IndexFile::open(&path).expect("open");
     assert_eq!(
         read_raw(&path, index_file_len(4, 2), 20),
-        IndexEntry::encode(&IndexEntry { key_hash: 1, log_offset: 1, time_diff_s: 0, prev_entry: 0 })
+        IndexFileEntry::encode(&IndexFileEntry { key_hash: 1, log_offset: 1, time_diff_s: 0, prev_entry: 0 })
     );
     assert_eq!(file.recover(u64::MAX).expect("recover").kept, 0);
     file.put(0, 0, T0).expect("put");
