@@ -14,12 +14,11 @@ use openraft::{AnyError, LogId, OptionalSend, RaftLogId, RaftTypeConfig, Storage
 use crate::config::{CleanupPolicy, FlushPolicy, LogConfig};
 use crate::error::{Error, Result};
 use crate::failpoint::crash_point;
+use crate::format::RAFT_LOG_DIR;
 use crate::log::Log;
 use crate::raft::meta::{self, Meta};
 use crate::raft::shared::{Fault, RawEntry, Shared};
 
-/// The log's directory inside the store directory.
-const LOG_DIR: &str = "log";
 /// `save_committed` writes the meta file itself at most this often; a vote or a purge writes
 /// the latest committed log id with it anyway.
 const COMMITTED_WRITE_INTERVAL: Duration = Duration::from_secs(1);
@@ -211,7 +210,7 @@ fn open_blocking<C: RaftTypeConfig>(dir: &Path, config: LogConfig) -> Result<Ope
     // The log first: its directory lock keeps a second open of a live store from touching the
     // meta files (reading makes `raft-meta.tmp` if it is missing, which in a live store may be
     // between its write and its rename).
-    let shared = Shared::new(Log::open(dir.join(LOG_DIR), config)?);
+    let shared = Shared::new(Log::open(dir.join(RAFT_LOG_DIR), config)?);
     let meta = Meta::<C::NodeId>::read(dir)?;
     // A crash between the meta write and the deletion of a purge: finish the purge.
     if let Some(purged) = &meta.last_purged
@@ -225,7 +224,7 @@ fn open_blocking<C: RaftTypeConfig>(dir: &Path, config: LogConfig) -> Result<Ope
     if start < next {
         for index in [start, next - 1] {
             let entries = shared.read(index, index + 1)?;
-            let corrupt = |reason| Error::Corrupt { path: dir.join(LOG_DIR), position: index, reason };
+            let corrupt = |reason| Error::Corrupt { path: dir.join(RAFT_LOG_DIR), position: index, reason };
             let Some((_, bytes)) = entries.first() else {
                 return Err(corrupt(crate::error::Corruption::BadFile("raft log: an entry below the end is missing")));
             };
