@@ -67,6 +67,8 @@ use crate::error::{Error, Result};
 use crate::map_budget::MapBudget;
 pub(crate) use append::Appended;
 use file::QueueFile;
+// For the inspection of queue files (`inspect/store.rs`).
+#[cfg(feature = "internals")]
 pub(crate) use layout::Entry;
 
 /// How far a queue's entries are durable ([`ConsumeQueue::flush`]). The store's checkpoint takes

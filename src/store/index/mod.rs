@@ -61,9 +61,10 @@ mod layout;
 mod recover;
 
 pub(crate) use files::IndexFiles;
-pub(crate) use layout::{
-    EntryRules, IndexEntry, IndexHeader, entry_position, key_hash, read_header, slot_of, slot_position,
-};
+pub(crate) use layout::key_hash;
+// For the inspection of index files (`inspect/store.rs`).
+#[cfg(feature = "internals")]
+pub(crate) use layout::{EntryRules, IndexEntry, IndexHeader, entry_position, read_header, slot_of, slot_position};
 
 #[cfg(test)]
 mod tests;
