@@ -3,6 +3,8 @@
 
 use std::io;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// A result with the crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -117,11 +119,12 @@ pub enum Error {
     /// The log has been closed.
     #[error("the log is closed")]
     Closed,
-    /// A wait (for durability, visibility, or buffer memory) reached its deadline.
+    /// A wait (for durability, for visibility, for the event thread to stop) reached its deadline.
+    /// A producer waiting for buffer memory gets `BufferExhausted` instead.
     #[error("timed out after {waited:?}")]
     Timeout {
         /// How long the caller waited.
-        waited: std::time::Duration,
+        waited: Duration,
     },
     /// The file system has no space (or quota) left for what a call needed. Nothing the failing
     /// call was storing is stored, and the log is not poisoned: appends work again once space
@@ -163,7 +166,7 @@ pub enum Error {
     #[error("readers kept the log busy for {waited:?}; nothing was truncated")]
     Busy {
         /// How long the truncation waited.
-        waited: std::time::Duration,
+        waited: Duration,
     },
     /// The offset waited for or read was removed by a truncation; the log now ends at `next_offset`.
     #[error("truncated: the log now ends at offset {next_offset}")]
@@ -213,7 +216,7 @@ pub enum Error {
         /// `byte_capacity × (100 − byte_capacity_buffer_percentage) / 100`.
         byte_limit: u64,
         /// How long the commit waited for room.
-        waited: std::time::Duration,
+        waited: Duration,
     },
     /// A channel transaction already holds `transaction_capacity` puts (or takes); the put or
     /// take was refused and the transaction stays open. Flume's advice holds: commit more often,
@@ -313,6 +316,21 @@ pub enum Error {
         /// Its queue.
         queue_id: u32,
     },
+    // The producer's (`Producer`, `BufferPool`).
+    /// The buffer pool could not lend a buffer before the deadline (for `Producer::send`,
+    /// `ProducerConfig::max_block_ms`): the records sent fill the pool faster than the log takes
+    /// them. Nothing was sent.
+    #[error("no buffer of {requested} bytes became available within {waited:?}")]
+    BufferExhausted {
+        /// Bytes asked for.
+        requested: usize,
+        /// How long the caller waited.
+        waited: Duration,
+    },
+    /// A record sent through a `Producer` was not appended. The cause is the log's error, shared
+    /// by every record of its batch.
+    #[error("send failed: {0}")]
+    SendFailed(#[source] Arc<Error>),
 }
 
 /// Why a batch, record, index or checkpoint failed validation.

@@ -5,7 +5,6 @@
 //! up to `max_block_ms`.
 
 mod buffer_pool;
-mod error;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -15,15 +14,13 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 pub use buffer_pool::{BufferPool, BufferPoolMetrics, PooledBuffer};
-pub use error::{ProducerError, ProducerResult};
 
 use crate::clock::Clock;
 use crate::config::FlushPolicy;
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::format::BATCH_HEADER_LEN;
 use crate::log::batch::{self, BatchBuilder, Record};
 use crate::log::{AppendInfo, Log};
-use crate::producer::error::ProducerResult as Result;
 
 /// How a [`Producer`] batches.
 #[derive(Debug, Clone)]
@@ -129,7 +126,7 @@ impl SendHandle {
     fn outcome(&self, outcome: &std::result::Result<u64, Arc<Error>>) -> Result<u64> {
         match outcome {
             Ok(base) => Ok(base + u64::from(self.index)),
-            Err(e) => Err(ProducerError::SendFailed(Arc::clone(e))),
+            Err(e) => Err(Error::SendFailed(Arc::clone(e))),
         }
     }
 }
@@ -145,7 +142,7 @@ impl Producer {
     pub fn new(log: Arc<Log>, config: ProducerConfig) -> Result<Producer> {
         if config.batch_bytes <= BATCH_HEADER_LEN || config.batch_bytes > config.buffer_memory {
             let reason = format!("batch_bytes {} must be in ({BATCH_HEADER_LEN}, buffer_memory]", config.batch_bytes);
-            return Err(ProducerError::Log(Error::InvalidConfig { field: "producer.batch_bytes", reason }));
+            return Err(Error::InvalidConfig { field: "producer.batch_bytes", reason });
         }
         // No batch may outgrow what the log accepts.
         let batch_bytes = config.batch_bytes.min(log.config().max_batch_bytes as usize);
@@ -174,19 +171,19 @@ impl Producer {
 
     /// Adds `record` to the current batch and returns a handle to its future offset. Records
     /// without a timestamp are stamped now (create time). Blocks up to `max_block_ms` while the
-    /// buffer pool is exhausted (`ProducerError::BufferExhausted` after that). A record that cannot fit in
+    /// buffer pool is exhausted (`Error::BufferExhausted` after that). A record that cannot fit in
     /// a batch the log accepts is refused at once (`Error::BatchTooLarge`).
     pub fn send(&self, record: Record<'_>) -> Result<SendHandle> {
         let timestamp = record.timestamp_ms.unwrap_or_else(|| self.shared.clock.now_ms());
         let needed = BATCH_HEADER_LEN + batch::record_len(&record, 0, 0);
         let max = self.shared.log.config().max_batch_bytes;
         if needed as u64 > max {
-            return Err(ProducerError::Log(Error::BatchTooLarge { size: needed as u64, max }));
+            return Err(Error::BatchTooLarge { size: needed as u64, max });
         }
         loop {
             let mut state = self.shared.state.lock();
             if state.closed {
-                return Err(ProducerError::Log(Error::Closed));
+                return Err(Error::Closed);
             }
             if let Some(open) = state.open.as_mut() {
                 if let Some(handle) = open.try_add(&record, timestamp) {
@@ -242,12 +239,10 @@ impl Producer {
             state.closed = true;
             self.shared.sender_wake.notify_all();
         }
-        sender.join().map_err(|_| {
-            ProducerError::Log(Error::Io {
-                op: "join producer thread",
-                path: self.shared.log.dir().to_path_buf(),
-                source: std::io::Error::other("the producer thread panicked"),
-            })
+        sender.join().map_err(|_| Error::Io {
+            op: "join producer thread",
+            path: self.shared.log.dir().to_path_buf(),
+            source: std::io::Error::other("the producer thread panicked"),
         })
     }
 }
