@@ -331,6 +331,81 @@ pub enum Error {
     /// by every record of its batch.
     #[error("send failed: {0}")]
     SendFailed(#[source] Arc<Error>),
+    // The Raft store's (`RaftLogStore`, feature `openraft`). openraft gets them inside its
+    // `StorageError`, which stops the node; `RaftLogStore::open` and `close` return them as is.
+    /// An append whose first entry does not continue the Raft log: not at the log's next index,
+    /// and the log is not empty (an empty log restarts at the first entry, a follower after a
+    /// snapshot, unless that is below the index after the last purged entry). Nothing was
+    /// appended.
+    #[error("append at index {index} to a Raft log holding [{start}, {next}): a gap")]
+    RaftGap {
+        /// The first entry's index.
+        index: u64,
+        /// The log's start offset (its first entry's index).
+        start: u64,
+        /// The log's next offset (the index its next entry must have).
+        next: u64,
+    },
+    /// The entries of one append do not have consecutive indexes. Nothing was appended.
+    #[error("append of Raft index {index} after {previous}: not consecutive")]
+    RaftNotConsecutive {
+        /// The entry out of line.
+        index: u64,
+        /// The index of the entry before it.
+        previous: u64,
+    },
+    /// A Raft entry, or the meta file's vote or log ids, could not be encoded (postcard): the
+    /// type config's types do not serialize. Nothing was written.
+    #[error("cannot encode {what}: {reason}")]
+    RaftEncode {
+        /// What was encoded, e.g. "entry 17".
+        what: String,
+        /// The encoder's message.
+        reason: String,
+    },
+    /// A record of the Raft store's log that does not decode as an entry of the store's type
+    /// config: the log was written by something else, or with another type config.
+    #[error("the record at offset {offset} of {path} is not a Raft entry: {reason}")]
+    NotARaftEntry {
+        /// The store's log directory.
+        path: PathBuf,
+        /// The record's offset.
+        offset: u64,
+        /// The decoder's message.
+        reason: String,
+    },
+    /// A Raft entry not at the log offset equal to its index, where the store keeps every entry:
+    /// found by a read or at open (the log was changed behind the store's back), or given by an
+    /// append (something else appended to the log, e.g. through `RaftLogStore::log`).
+    #[error("the Raft entry of index {index} is at offset {offset} of {path}")]
+    RaftEntryMisplaced {
+        /// The store's log directory.
+        path: PathBuf,
+        /// The entry's Raft index.
+        index: u64,
+        /// The log offset it is at.
+        offset: u64,
+    },
+    /// At open, the log returned no entry at `index`, its first or its last, although its
+    /// offsets cover it: its records are not one per offset (it was changed behind the store's
+    /// back).
+    #[error("the Raft log {path} holds no entry at index {index}, inside its offsets")]
+    RaftEntryMissing {
+        /// The store's log directory.
+        path: PathBuf,
+        /// The index looked for.
+        index: u64,
+    },
+    /// A truncation of the Raft log did not end it exactly at the cut: its records are not one
+    /// per batch (something else appended to the log). The entries from where it ended on are
+    /// gone.
+    #[error("truncating the Raft log at index {cut} ended it at {next}")]
+    RaftTruncationInexact {
+        /// The index of the first entry to remove.
+        cut: u64,
+        /// The log's next offset after the truncation.
+        next: u64,
+    },
 }
 
 /// Why a batch, record, index or checkpoint failed validation.

@@ -43,10 +43,8 @@ impl<NID: NodeId> Default for Meta<NID> {
 impl<NID: NodeId> Meta<NID> {
     /// The file's bytes: header, payload, CRC.
     pub fn encode(&self) -> Result<Vec<u8>> {
-        let payload = postcard::to_stdvec(self).map_err(|e| Error::InvalidConfig {
-            field: "raft meta",
-            reason: format!("cannot encode the vote or a log id: {e}"),
-        })?;
+        let payload = postcard::to_stdvec(self)
+            .map_err(|e| Error::RaftEncode { what: "the vote or a log id".to_owned(), reason: e.to_string() })?;
         let payload_len = u32::try_from(payload.len()).expect("a vote and two log ids are far below 4 GiB");
         let mut bytes = Vec::with_capacity(RAFT_META_PAYLOAD_POS + payload.len() + RAFT_META_CRC_LEN);
         bytes.extend_from_slice(&RAFT_META_MAGIC);
