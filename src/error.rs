@@ -3,6 +3,8 @@
 
 use std::io;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// A result with the crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -117,11 +119,12 @@ pub enum Error {
     /// The log has been closed.
     #[error("the log is closed")]
     Closed,
-    /// A wait (for durability, visibility, or buffer memory) reached its deadline.
+    /// A wait (for durability, for visibility, for the event thread to stop) reached its deadline.
+    /// A producer waiting for buffer memory gets `BufferExhausted` instead.
     #[error("timed out after {waited:?}")]
     Timeout {
         /// How long the caller waited.
-        waited: std::time::Duration,
+        waited: Duration,
     },
     /// The file system has no space (or quota) left for what a call needed. Nothing the failing
     /// call was storing is stored, and the log is not poisoned: appends work again once space
@@ -163,7 +166,7 @@ pub enum Error {
     #[error("readers kept the log busy for {waited:?}; nothing was truncated")]
     Busy {
         /// How long the truncation waited.
-        waited: std::time::Duration,
+        waited: Duration,
     },
     /// The offset waited for or read was removed by a truncation; the log now ends at `next_offset`.
     #[error("truncated: the log now ends at offset {next_offset}")]
@@ -213,7 +216,7 @@ pub enum Error {
         /// `byte_capacity × (100 − byte_capacity_buffer_percentage) / 100`.
         byte_limit: u64,
         /// How long the commit waited for room.
-        waited: std::time::Duration,
+        waited: Duration,
     },
     /// A channel transaction already holds `transaction_capacity` puts (or takes); the put or
     /// take was refused and the transaction stays open. Flume's advice holds: commit more often,
@@ -312,6 +315,96 @@ pub enum Error {
         topic: String,
         /// Its queue.
         queue_id: u32,
+    },
+    // The producer's (`Producer`, `BufferPool`).
+    /// The buffer pool could not lend a buffer before the deadline (for `Producer::send`,
+    /// `ProducerConfig::max_block_ms`): the records sent fill the pool faster than the log takes
+    /// them. Nothing was sent.
+    #[error("no buffer of {requested} bytes became available within {waited:?}")]
+    BufferExhausted {
+        /// Bytes asked for.
+        requested: usize,
+        /// How long the caller waited.
+        waited: Duration,
+    },
+    /// A record sent through a `Producer` was not appended. The cause is the log's error, shared
+    /// by every record of its batch.
+    #[error("send failed: {0}")]
+    SendFailed(#[source] Arc<Error>),
+    // The Raft store's (`RaftLogStore`, feature `openraft`). openraft gets them inside its
+    // `StorageError`, which stops the node; `RaftLogStore::open` and `close` return them as is.
+    /// An append whose first entry does not continue the Raft log: not at the log's next index,
+    /// and the log is not empty (an empty log restarts at the first entry, a follower after a
+    /// snapshot, unless that is below the index after the last purged entry). Nothing was
+    /// appended.
+    #[error("append at index {index} to a Raft log holding [{start}, {next}): a gap")]
+    RaftGap {
+        /// The first entry's index.
+        index: u64,
+        /// The log's start offset (its first entry's index).
+        start: u64,
+        /// The log's next offset (the index its next entry must have).
+        next: u64,
+    },
+    /// The entries of one append do not have consecutive indexes. Nothing was appended.
+    #[error("append of Raft index {index} after {previous}: not consecutive")]
+    RaftNotConsecutive {
+        /// The entry out of line.
+        index: u64,
+        /// The index of the entry before it.
+        previous: u64,
+    },
+    /// A Raft entry, or the meta file's vote or log ids, could not be encoded (postcard): the
+    /// type config's types do not serialize. Nothing was written.
+    #[error("cannot encode {what}: {reason}")]
+    RaftEncode {
+        /// What was encoded, e.g. "entry 17".
+        what: String,
+        /// The encoder's message.
+        reason: String,
+    },
+    /// A record of the Raft store's log that does not decode as an entry of the store's type
+    /// config: the log was written by something else, or with another type config.
+    #[error("the record at offset {offset} of {path} is not a Raft entry: {reason}")]
+    NotARaftEntry {
+        /// The store's log directory.
+        path: PathBuf,
+        /// The record's offset.
+        offset: u64,
+        /// The decoder's message.
+        reason: String,
+    },
+    /// A Raft entry not at the log offset equal to its index, where the store keeps every entry:
+    /// found by a read or at open (the log was changed behind the store's back), or given by an
+    /// append (something else appended to the log, e.g. through `RaftLogStore::log`).
+    #[error("the Raft entry of index {index} is at offset {offset} of {path}")]
+    RaftEntryMisplaced {
+        /// The store's log directory.
+        path: PathBuf,
+        /// The entry's Raft index.
+        index: u64,
+        /// The log offset it is at.
+        offset: u64,
+    },
+    /// At open, the log returned no entry at `index`, its first or its last, although its
+    /// offsets cover it: its records are not one per offset (it was changed behind the store's
+    /// back).
+    #[error("the Raft log {path} holds no entry at index {index}, inside its offsets")]
+    RaftEntryMissing {
+        /// The store's log directory.
+        path: PathBuf,
+        /// The index looked for.
+        index: u64,
+    },
+    /// A truncation of the Raft log did not end it exactly at the cut: its records are not one
+    /// per batch (something else appended to the log). The entries from where it ended on are
+    /// gone.
+    #[error("truncating the Raft log at index {cut} ended it at {next}")]
+    RaftTruncationInexact {
+        /// The index of the first entry to remove.
+        cut: u64,
+        /// The log's next offset after the truncation.
+        next: u64,
     },
 }
 

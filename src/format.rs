@@ -268,6 +268,13 @@ pub const STORE_COMMIT_LOG_DIR: &str = "commitlog";
 pub const STORE_CONSUME_QUEUE_DIR: &str = "consumequeue";
 /// The message store's index files (`<root>/index/`).
 pub const STORE_INDEX_DIR: &str = "index";
+/// The message store's consumer-group offsets (`<root>/offsets.json`, docs/FORMAT.md
+/// "`offsets.json`").
+pub const OFFSETS_FILE: &str = "offsets.json";
+/// The previous good copy of [`OFFSETS_FILE`], its fallback when it is torn.
+pub const OFFSETS_BACKUP_FILE: &str = "offsets.json.bak";
+/// The `version` field [`OFFSETS_FILE`] is written with, and the only one read.
+pub const OFFSETS_VERSION: u64 = 1;
 /// Record headers the message store writes on each message (docs/DESIGN.md §11, docs/FORMAT.md
 /// "Message records"). A user property may not take a name with this prefix.
 pub const MESSAGE_HEADER_PREFIX: &str = "strata.";
@@ -298,6 +305,38 @@ pub const CHANNEL_TAKE_HEADER_LEN: usize = 1 /* version */;
 /// One taken range: `start u64` (first taken offset), `end u64` (one past the last), big-endian.
 pub const CHANNEL_TAKE_RANGE_LEN: usize = 8 /* start */ + 8 /* end */;
 const _: () = assert!(CHANNEL_TAKE_RANGE_LEN == 16);
+/// A Raft store's log directory (`<dir>/log/`, docs/FORMAT.md "Raft store"; like every `RAFT_`
+/// constant, with the feature `openraft` only).
+#[cfg(feature = "openraft")]
+pub const RAFT_LOG_DIR: &str = "log";
+/// A Raft store's meta file (`<dir>/raft-meta`): the vote, the last committed and the last purged
+/// log id. Little-endian, unlike every other file:
+/// `[magic][version u16][payload_len u32][payload: postcard][crc32 u32 of every byte before]`.
+#[cfg(feature = "openraft")]
+pub const RAFT_META_FILE: &str = "raft-meta";
+/// The meta file's temporary name while it is replaced (and its reserved space between writes).
+#[cfg(feature = "openraft")]
+pub const RAFT_META_TMP_FILE: &str = "raft-meta.tmp";
+/// Magic of the Raft meta file.
+#[cfg(feature = "openraft")]
+pub const RAFT_META_MAGIC: [u8; 4] = *b"SRFT";
+/// Version of the Raft meta file.
+#[cfg(feature = "openraft")]
+pub const RAFT_META_VERSION: u16 = 1;
+/// Position of `version u16` in the Raft meta file.
+#[cfg(feature = "openraft")]
+pub const RAFT_META_VERSION_POS: usize = RAFT_META_MAGIC.len();
+/// Position of `payload_len u32` in the Raft meta file.
+#[cfg(feature = "openraft")]
+pub const RAFT_META_LEN_POS: usize = RAFT_META_VERSION_POS + 2;
+/// Position of the payload in the Raft meta file; the CRC follows it.
+#[cfg(feature = "openraft")]
+pub const RAFT_META_PAYLOAD_POS: usize = RAFT_META_LEN_POS + 4;
+#[cfg(feature = "openraft")]
+const _: () = assert!(RAFT_META_PAYLOAD_POS == 10);
+/// Bytes of the Raft meta file's CRC, its last field.
+#[cfg(feature = "openraft")]
+pub const RAFT_META_CRC_LEN: usize = 4;
 /// ConsumeQueue file suffix: `<consumequeue>/<topic>/<queue_id>/<first queue offset, 20 digits>.cq`.
 pub const CQ_SUFFIX: &str = ".cq";
 /// The directory lock file.

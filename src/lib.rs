@@ -51,9 +51,7 @@ pub use map_budget::{MapBudget, MapBudgetConfig, MapBudgetMetrics};
 /// application names exactly the version the store was built for.
 #[cfg(feature = "openraft")]
 pub use openraft;
-pub use producer::{
-    BufferPool, BufferPoolMetrics, PooledBuffer, Producer, ProducerConfig, ProducerError, ProducerResult, SendHandle,
-};
+pub use producer::{BufferPool, BufferPoolMetrics, PooledBuffer, Producer, ProducerConfig, SendHandle};
 #[cfg(feature = "openraft")]
 pub use raft::{RaftLogStore, RaftLogStoreReader};
 pub use records::Records;

@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use strata_log::{Error, FlushPolicy, Log, LogConfig, Producer, ProducerConfig, ProducerError, Record};
+use strata_log::{Error, FlushPolicy, Log, LogConfig, Producer, ProducerConfig, Record};
 
 fn log(dir: &std::path::Path, flush_policy: FlushPolicy) -> Arc<Log> {
     Arc::new(Log::open(dir, LogConfig { segment_bytes: 256 << 10, flush_policy, ..LogConfig::default() }).unwrap())
@@ -78,14 +78,11 @@ fn errors_reach_the_handles() {
     let producer = Producer::new(Arc::clone(&log), ProducerConfig::default()).unwrap();
     // Too large for any batch the log accepts: refused at send.
     let big = vec![0u8; 5000];
-    assert!(matches!(
-        producer.send(Record::new(&big)),
-        Err(ProducerError::Log(Error::BatchTooLarge { max: 1000, .. }))
-    ));
+    assert!(matches!(producer.send(Record::new(&big)), Err(Error::BatchTooLarge { max: 1000, .. })));
     // Refused by the log when its batch is appended: the error reaches the handle.
     let stale = producer.send(Record::new(b"stale").with_timestamp(1)).unwrap();
     producer.flush().unwrap();
-    assert!(matches!(stale.wait(), Err(ProducerError::SendFailed(e)) if matches!(*e, Error::InvalidTimestamp { .. })));
+    assert!(matches!(stale.wait(), Err(Error::SendFailed(e)) if matches!(*e, Error::InvalidTimestamp { .. })));
     // Later sends are unaffected.
     let fine = producer.send(Record::new(b"fine")).unwrap();
     producer.flush().unwrap();

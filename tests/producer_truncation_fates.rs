@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use strata_log::{Error, Log, LogConfig, Producer, ProducerConfig, ProducerError, Record};
+use strata_log::{Error, Log, LogConfig, Producer, ProducerConfig, Record};
 
 #[test]
 fn a_handle_fails_with_truncated_only_if_its_record_was_removed() {
@@ -54,7 +54,7 @@ fn a_handle_fails_with_truncated_only_if_its_record_was_removed() {
     for (value, handle) in handles {
         match handle.wait() {
             Ok(_) => {}
-            Err(ProducerError::SendFailed(e)) if matches!(*e, Error::Truncated { .. }) => {
+            Err(Error::SendFailed(e)) if matches!(*e, Error::Truncated { .. }) => {
                 failed += 1;
                 wrongly += usize::from(present.contains(value.as_bytes()));
             }

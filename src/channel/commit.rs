@@ -16,15 +16,12 @@ use parking_lot::RwLockReadGuard;
 
 use crate::config::FlushPolicy;
 use crate::error::{Error, Result};
-use crate::log::{AppendInfo, Log};
+use crate::log::{AppendInfo, FOREVER, Log};
 
 use super::event::Event;
 use super::metrics::Counters;
 use super::state::{ChannelState, Pending, Queue};
 use super::take_record;
-
-/// How long a commit waits for durability: as `Log::append`, until it is durable or the log fails.
-const FOREVER: Duration = Duration::from_secs(u32::MAX as u64);
 
 /// A transaction's puts and takes.
 #[derive(Default)]

@@ -1,8 +1,8 @@
-//! `Channel`: the handle users hold, and its life (open, close).
+//! `Channel`: the handle users hold, and its open.
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
@@ -13,10 +13,11 @@ use crate::log::Log;
 use crate::storage;
 
 use super::background;
+use super::close::Handle;
 use super::config::ChannelConfig;
 use super::metrics::{ChannelMetrics, Counters};
 use super::replay::replay;
-use super::state::{ChannelState, Handle, Queue};
+use super::state::{ChannelState, Queue};
 use super::transaction::Transaction;
 
 /// A durable staging buffer between sources and sinks, with Flume `MemoryChannel`'s transactions
@@ -65,7 +66,7 @@ use super::transaction::Transaction;
 /// ```
 #[derive(Clone)]
 pub struct Channel {
-    state: Arc<Handle>,
+    state: Handle,
 }
 
 const _: () = {
@@ -100,11 +101,12 @@ impl Channel {
             log: RwLock::new(Some(log)),
             events: Mutex::new(None),
             counters,
+            handles: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
         });
         background::schedule(&state, &manager.handle());
         *state.events.lock() = Some(manager);
-        Ok(Channel { state: Arc::new(Handle(state)) })
+        Ok(Channel { state: Handle::first(state) })
     }
 
     /// Closes the channel: every later call of any of its handles and transactions returns
@@ -118,7 +120,7 @@ impl Channel {
 
     /// A new, empty transaction on this channel.
     pub fn transaction(&self) -> Transaction {
-        Transaction::new(Arc::clone(&self.state))
+        Transaction::new(self.state.clone())
     }
 
     /// Events takers can take now: committed, and not taken by an open transaction.

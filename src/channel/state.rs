@@ -1,18 +1,37 @@
 //! What a channel's handles, its transactions and its background event share: `ChannelState`,
-//! the owner of the channel's parts, and `Queue`, what the channel lock guards. Everything else
-//! in `channel/` depends on this file; it depends on none of them but the plain pieces (config,
-//! event, metrics).
+//! one owner per part, and `Queue`, what the channel lock guards. Everything else in `channel/`
+//! depends on this file; it depends on none of them but the plain pieces (config, event,
+//! metrics).
 //!
-//! Lock order: 1 the channel lock (`ChannelState::queue`) → 2 the log slot (`ChannelState::log`,
-//! read for an append, written once by the close) → the log's own locks. A thread waiting for a
-//! batch to be durable holds the log slot's read lock and nothing else: it takes the channel
-//! lock only after releasing it. The event manager's slot is a leaf.
+//! | part | owns |
+//! |---|---|
+//! | `queue` (the channel lock) | the events held (ready, pending or taken), their offsets (the first is W) and bytes |
+//! | `not_empty`, `room` | the takers waiting for an event and the commits waiting for room |
+//! | `log` (the log slot) | the channel's log, until the close takes it |
+//! | `events` | the background event thread (the periodic deletion), until the close stops it |
+//! | `handles`, `closed` | the user's handles alive (the last one closes), and whether it is closed |
+//! | [`Counters`] | the metrics' counts |
+//!
+//! The operations are in files named after them: `commit.rs` (take, commit, rollback),
+//! `replay.rs` (what an open finds held), `background.rs` (deleting what was taken), `handle.rs`
+//! (open), `close.rs`.
+//!
+//! # Lock order
+//!
+//! A thread holding lock *n* takes only locks numbered above *n*:
+//!
+//! 1. the channel lock (`ChannelState::queue`). Commits append to the log under it, so the order
+//!    of the log is the order in which commits took their room.
+//! 2. the log slot (`ChannelState::log`): read-locked for an append (under 1) and for a
+//!    durability wait, written once by the close. A thread waiting for a batch to be durable
+//!    holds the slot's read lock and nothing else: it takes the channel lock only after
+//!    releasing it.
+//! 3. the log's own locks (its order, `log/mod.rs`).
+//! 4. leaves, which take nothing else: the event manager's slot (`ChannelState::events`).
 
 use std::collections::{BTreeSet, VecDeque};
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
@@ -24,7 +43,8 @@ use super::config::ChannelConfig;
 use super::event::Event;
 use super::metrics::Counters;
 
-/// What a channel's handles, transactions and background event share.
+/// What a channel's handles, transactions and background event share (see the module
+/// documentation).
 pub(crate) struct ChannelState {
     /// The channel's directory (its log is in `log/`).
     pub(crate) dir: PathBuf,
@@ -45,39 +65,12 @@ pub(crate) struct ChannelState {
     /// The background event thread, taken by the close.
     pub(crate) events: Mutex<Option<EventManager>>,
     pub(crate) counters: Counters,
+    /// The user's handles (`Channel`s and `Transaction`s, through `close::Handle`) alive: the
+    /// last one dropped closes the channel.
+    pub(crate) handles: AtomicUsize,
     /// Set once by the close, under the channel lock (so a waiter checking it under that lock
     /// cannot miss the wake-up that follows); read without it by puts and takes.
     pub(crate) closed: AtomicBool,
-}
-
-/// What the user's handles (`Channel`s and `Transaction`s) share: the last one dropped closes
-/// the channel there and then, so the directory can be opened again at once. The background
-/// event holds the state only weakly and for a moment, so the state itself may outlive the
-/// handles briefly (closed).
-pub(crate) struct Handle(pub(crate) Arc<ChannelState>);
-
-impl std::ops::Deref for Handle {
-    type Target = ChannelState;
-
-    fn deref(&self) -> &ChannelState {
-        &self.0
-    }
-}
-
-impl Drop for Handle {
-    fn drop(&mut self) {
-        if let Err(error) = self.0.close() {
-            tracing::error!(dir = %self.0.dir.display(), %error, "closing the channel on drop failed");
-        }
-    }
-}
-
-impl Drop for ChannelState {
-    fn drop(&mut self) {
-        if let Err(error) = self.close() {
-            tracing::error!(dir = %self.dir.display(), %error, "closing the channel on drop failed");
-        }
-    }
 }
 
 /// What the channel lock guards.
@@ -135,68 +128,6 @@ impl ChannelState {
         if queue.publish(visible_end) > 0 {
             self.not_empty.notify_all();
         }
-    }
-
-    /// Closes the channel (see `Channel::close`); a second call does nothing.
-    pub(crate) fn close(&self) -> Result<()> {
-        if !self.mark_closed() {
-            return Ok(());
-        }
-        let manager = self.events.lock().take();
-        if let Some(manager) = manager
-            && let Err(error) = manager.shutdown(Duration::from_secs(30))
-        {
-            tracing::error!(%error, "the channel's event thread did not stop");
-        }
-        let deleted = self.delete_taken();
-        // Waits for the commits holding the log's slot (appending, or waiting for durability).
-        let log = self.log.write().take();
-        let closed = log.map_or(Ok(()), Log::close);
-        deleted.and(closed)?;
-        tracing::info!(dir = %self.dir.display(), "channel closed");
-        Ok(())
-    }
-
-    /// Deletes the log's records below W, if W moved past the log's start (the background work,
-    /// and the close). W only grows: new events get offsets past the log's next offset, which is
-    /// past every event held.
-    ///
-    /// The take records that moved W are below the log's next offset as it was with W, and they
-    /// are made durable first: the deletion writes the new start to the checkpoint at once, so a
-    /// crash that then lost a take record (stored, its fsync not yet done, or never under a
-    /// weaker flush policy) would lose the events it took instead of delivering them again.
-    pub(crate) fn delete_taken(&self) -> Result<()> {
-        let deleted = self.low_watermark().and_then(|(low_watermark, next)| {
-            self.with_log(|log| {
-                if low_watermark <= log.start_offset() {
-                    return Ok(false);
-                }
-                if log.durable_offset() < next {
-                    log.flush()?;
-                }
-                log.delete_records_before(low_watermark)?;
-                Ok(true)
-            })
-        });
-        match deleted {
-            Ok(deleted) => {
-                Counters::add(&self.counters.deletions, u64::from(deleted));
-                Ok(())
-            }
-            Err(error) => {
-                Counters::add(&self.counters.background_failures, 1);
-                Err(error)
-            }
-        }
-    }
-
-    /// The low watermark W, the offset of the oldest event held, or the log's next offset if none
-    /// is (every event appended was taken); and the log's next offset. Read under the channel
-    /// lock, which every append holds, so they agree.
-    pub(crate) fn low_watermark(&self) -> Result<(u64, u64)> {
-        let queue = self.queue.lock();
-        let next = self.with_log(|log| Ok(log.next_offset()))?;
-        Ok((queue.live.first().copied().unwrap_or(next), next))
     }
 }
 

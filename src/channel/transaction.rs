@@ -1,14 +1,13 @@
 //! `Transaction`: puts and takes that commit or roll back together (Flume's `Transaction`).
 
 use std::fmt;
-use std::sync::Arc;
 
 use crate::error::{Error, Result};
 
+use super::close::Handle;
 use super::commit::Lists;
 use super::event::Event;
 use super::metrics::Counters;
-use super::state::Handle;
 
 /// Puts and takes on a [`Channel`](crate::Channel) that commit or roll back together. Made by
 /// [`Channel::transaction`](crate::Channel::transaction); it holds its channel (so it is
@@ -53,7 +52,7 @@ use super::state::Handle;
 /// # Ok(()) }
 /// ```
 pub struct Transaction {
-    state: Arc<Handle>,
+    state: Handle,
     lists: Lists,
 }
 
@@ -63,7 +62,7 @@ const _: () = {
 };
 
 impl Transaction {
-    pub(crate) fn new(state: Arc<Handle>) -> Transaction {
+    pub(crate) fn new(state: Handle) -> Transaction {
         Transaction { state, lists: Lists::default() }
     }
 

@@ -19,13 +19,14 @@ use super::{Damage, Dump, Finding, VerifyReport};
 use crate::config::LogConfig;
 use crate::error::{Corruption, Error, Result};
 use crate::format::{
-    CQ_ENTRY_LEN, CQ_SUFFIX, INDEX_FILE_ENTRY_LEN, INDEX_FILE_SLOT_LEN, INDEX_FILE_SUFFIX, STORE_ABORT_FILE,
-    STORE_CHECKPOINT_FILE, STORE_COMMIT_LOG_DIR, STORE_CONSUME_QUEUE_DIR, STORE_INDEX_DIR, parse_file_name,
+    CQ_ENTRY_LEN, CQ_SUFFIX, INDEX_FILE_ENTRY_LEN, INDEX_FILE_SLOT_LEN, INDEX_FILE_SUFFIX, OFFSETS_BACKUP_FILE,
+    OFFSETS_FILE, STORE_ABORT_FILE, STORE_CHECKPOINT_FILE, STORE_COMMIT_LOG_DIR, STORE_CONSUME_QUEUE_DIR,
+    STORE_INDEX_DIR, parse_file_name,
 };
 use crate::log::Log;
 use crate::store::checkpoint;
 use crate::store::consume_queue::Entry;
-use crate::store::consumer_offsets::{self, OFFSETS_BACKUP_FILE, OFFSETS_FILE};
+use crate::store::consumer_offsets;
 use crate::store::hash::tag_hash;
 use crate::store::index::{
     EntryRules, IndexFileEntry, IndexHeader, entry_position, key_hash, read_header, slot_of, slot_position,

@@ -97,6 +97,11 @@ use crate::failpoint::crash_point;
 use crate::storage;
 use state::LogState;
 
+/// A durability wait without a deadline, for [`Log::wait_batch_durable`] (which takes one): as
+/// `Log::append` waits, until the batch is durable or the log fails. For the layers that append
+/// under a lock of their own and wait after releasing it (the channel's commit, the store's put).
+pub(crate) const FOREVER: Duration = Duration::from_secs(u32::MAX as u64);
+
 /// A durable, segmented, append-only log of records in one directory.
 ///
 /// One appender at a time (appends are serialised internally), any number of concurrent readers;

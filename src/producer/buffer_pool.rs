@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::error::Error;
-use crate::producer::error::{ProducerError, ProducerResult as Result};
+use crate::error::{Error, Result};
 
 /// A bounded pool of byte buffers. Cheap to clone (clones share the pool).
 #[derive(Clone)]
@@ -83,14 +82,14 @@ impl BufferPool {
 
     /// A buffer with capacity for at least `size` bytes (exactly the pooled size when
     /// `size <= poolable_bytes`), waiting up to `max_wait` behind earlier callers for memory.
-    /// `ProducerError::BufferExhausted` if the wait times out; `Error::InvalidConfig` if `size` exceeds the
+    /// `Error::BufferExhausted` if the wait times out; `Error::InvalidConfig` if `size` exceeds the
     /// pool's total.
     pub fn allocate(&self, size: usize, max_wait: Duration) -> Result<PooledBuffer> {
         let pool = &self.pool;
         let size = size.max(1).max(if size <= pool.poolable_bytes { pool.poolable_bytes } else { 0 });
         if size > pool.total_bytes {
             let reason = format!("a buffer of {size} bytes exceeds the pool's {} bytes", pool.total_bytes);
-            return Err(ProducerError::Log(Error::InvalidConfig { field: "buffer_pool.total_bytes", reason }));
+            return Err(Error::InvalidConfig { field: "buffer_pool.total_bytes", reason });
         }
         let mut state = pool.state.lock();
         if state.waiters.is_empty()
@@ -113,7 +112,7 @@ impl BufferPool {
                     Some(buffer) => break Ok(buffer),
                     None => {
                         state.timeouts += 1;
-                        break Err(ProducerError::BufferExhausted { requested: size, waited: started.elapsed() });
+                        break Err(Error::BufferExhausted { requested: size, waited: started.elapsed() });
                     }
                 }
             }
@@ -292,14 +291,14 @@ mod tests {
         let b = pool.allocate(2000, MS).expect("b: one-off, counted");
         assert_eq!(pool.metrics().available_bytes, 0);
         let err = pool.allocate(1, 10 * MS).expect_err("no memory left");
-        assert!(matches!(err, ProducerError::BufferExhausted { .. }));
+        assert!(matches!(err, Error::BufferExhausted { .. }));
         assert_eq!(pool.metrics().timeouts, 1);
         drop(b);
         assert_eq!(pool.metrics().available_bytes, 2000);
         let c = pool.allocate(2000, MS).expect("c");
         drop((a, c));
         assert_eq!(pool.metrics().available_bytes, 3000);
-        assert!(matches!(pool.allocate(3001, MS), Err(ProducerError::Log(Error::InvalidConfig { .. }))));
+        assert!(matches!(pool.allocate(3001, MS), Err(Error::InvalidConfig { .. })));
     }
 
     #[test]

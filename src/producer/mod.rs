@@ -5,7 +5,6 @@
 //! up to `max_block_ms`.
 
 mod buffer_pool;
-mod error;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -15,15 +14,13 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 pub use buffer_pool::{BufferPool, BufferPoolMetrics, PooledBuffer};
-pub use error::{ProducerError, ProducerResult};
 
 use crate::clock::Clock;
 use crate::config::FlushPolicy;
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::format::BATCH_HEADER_LEN;
 use crate::log::batch::{self, BatchBuilder, Record};
 use crate::log::{AppendInfo, Log};
-use crate::producer::error::ProducerResult as Result;
 
 /// How a [`Producer`] batches.
 #[derive(Debug, Clone)]
@@ -61,24 +58,39 @@ impl Default for ProducerConfig {
 /// # }
 /// ```
 pub struct Producer {
-    shared: Arc<Accumulator>,
+    state: Arc<ProducerState>,
     sender: Option<JoinHandle<()>>,
 }
 
-struct Accumulator {
+/// What a `Producer` shares with its sender thread (Kafka's `RecordAccumulator`), one owner per
+/// part:
+///
+/// | part | owns |
+/// |---|---|
+/// | `queue` (the producer lock) | the open batch, the batches ready to send, the counts `flush` waits on |
+/// | `sender_wake`, `drained` | the sender waiting for a batch, `flush` waiting for the batches in flight |
+/// | [`BufferPool`] | the batches' memory (its own lock) |
+/// | `Completion` (one per batch, shared by its `SendHandle`s) | the batch's outcome |
+///
+/// Lock order (a thread holding lock *n* takes only locks numbered above *n*): 1 the producer
+/// lock → 2 leaves: a batch's completion lock and the pool's lock (a batch dropped under the
+/// producer lock fails its handles and gives its buffer back). The sender calls the log holding
+/// none of them, and a `send` waits for pool memory outside the producer lock.
+struct ProducerState {
     log: Arc<Log>,
     config: ProducerConfig,
     pool: BufferPool,
     clock: Clock,
-    state: Mutex<State>,
+    queue: Mutex<Queue>,
     /// Wakes the sender: a batch is ready, lingering may be over, or closing.
     sender_wake: Condvar,
     /// Wakes `flush`: every batch created so far was completed.
     drained: Condvar,
 }
 
+/// What the producer lock guards.
 #[derive(Default)]
-struct State {
+struct Queue {
     open: Option<OpenBatch>,
     ready: VecDeque<OpenBatch>,
     /// Batches created and not yet completed (open, ready or being appended).
@@ -129,7 +141,7 @@ impl SendHandle {
     fn outcome(&self, outcome: &std::result::Result<u64, Arc<Error>>) -> Result<u64> {
         match outcome {
             Ok(base) => Ok(base + u64::from(self.index)),
-            Err(e) => Err(ProducerError::SendFailed(Arc::clone(e))),
+            Err(e) => Err(Error::SendFailed(Arc::clone(e))),
         }
     }
 }
@@ -145,68 +157,68 @@ impl Producer {
     pub fn new(log: Arc<Log>, config: ProducerConfig) -> Result<Producer> {
         if config.batch_bytes <= BATCH_HEADER_LEN || config.batch_bytes > config.buffer_memory {
             let reason = format!("batch_bytes {} must be in ({BATCH_HEADER_LEN}, buffer_memory]", config.batch_bytes);
-            return Err(ProducerError::Log(Error::InvalidConfig { field: "producer.batch_bytes", reason }));
+            return Err(Error::InvalidConfig { field: "producer.batch_bytes", reason });
         }
         // No batch may outgrow what the log accepts.
         let batch_bytes = config.batch_bytes.min(log.config().max_batch_bytes as usize);
         let config = ProducerConfig { batch_bytes, ..config };
-        let shared = Arc::new(Accumulator {
+        let state = Arc::new(ProducerState {
             pool: BufferPool::new(config.buffer_memory, config.batch_bytes),
             clock: log.config().clock.clone(),
             log,
             config,
-            state: Mutex::default(),
+            queue: Mutex::default(),
             sender_wake: Condvar::new(),
             drained: Condvar::new(),
         });
-        let sender_shared = Arc::clone(&shared);
+        let sender_state = Arc::clone(&state);
         let sender = std::thread::Builder::new()
             .name("strata-producer".to_owned())
             .spawn(move || {
-                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sender_shared.run_sender()));
+                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sender_state.run_sender()));
                 if let Err(payload) = ran {
-                    sender_shared.stop_after_panic(&Error::panicked("the producer's sender", payload.as_ref()));
+                    sender_state.stop_after_panic(&Error::panicked("the producer's sender", payload.as_ref()));
                 }
             })
-            .map_err(Error::io("spawn producer thread", shared.log.dir()))?;
-        Ok(Producer { shared, sender: Some(sender) })
+            .map_err(Error::io("spawn producer thread", state.log.dir()))?;
+        Ok(Producer { state, sender: Some(sender) })
     }
 
     /// Adds `record` to the current batch and returns a handle to its future offset. Records
     /// without a timestamp are stamped now (create time). Blocks up to `max_block_ms` while the
-    /// buffer pool is exhausted (`ProducerError::BufferExhausted` after that). A record that cannot fit in
+    /// buffer pool is exhausted (`Error::BufferExhausted` after that). A record that cannot fit in
     /// a batch the log accepts is refused at once (`Error::BatchTooLarge`).
     pub fn send(&self, record: Record<'_>) -> Result<SendHandle> {
-        let timestamp = record.timestamp_ms.unwrap_or_else(|| self.shared.clock.now_ms());
+        let timestamp = record.timestamp_ms.unwrap_or_else(|| self.state.clock.now_ms());
         let needed = BATCH_HEADER_LEN + batch::record_len(&record, 0, 0);
-        let max = self.shared.log.config().max_batch_bytes;
+        let max = self.state.log.config().max_batch_bytes;
         if needed as u64 > max {
-            return Err(ProducerError::Log(Error::BatchTooLarge { size: needed as u64, max }));
+            return Err(Error::BatchTooLarge { size: needed as u64, max });
         }
         loop {
-            let mut state = self.shared.state.lock();
-            if state.closed {
-                return Err(ProducerError::Log(Error::Closed));
+            let mut queue = self.state.queue.lock();
+            if queue.closed {
+                return Err(Error::Closed);
             }
-            if let Some(open) = state.open.as_mut() {
+            if let Some(open) = queue.open.as_mut() {
                 if let Some(handle) = open.try_add(&record, timestamp) {
                     return Ok(handle);
                 }
                 // Full: hand it to the sender and start another.
-                if let Some(full) = state.open.take() {
-                    state.ready.push_back(full);
-                    self.shared.sender_wake.notify_one();
+                if let Some(full) = queue.open.take() {
+                    queue.ready.push_back(full);
+                    self.state.sender_wake.notify_one();
                 }
             }
-            drop(state);
+            drop(queue);
             // Allocate outside the lock: the sender must be able to take batches and free buffers.
-            let max_block = Duration::from_millis(self.shared.config.max_block_ms);
-            let buf = self.shared.pool.allocate(needed.max(self.shared.config.batch_bytes), max_block)?;
-            let mut state = self.shared.state.lock();
-            if state.open.is_none() && !state.closed {
-                state.open = Some(OpenBatch::new(buf, timestamp, max as usize));
-                state.in_flight += 1;
-                self.shared.sender_wake.notify_one();
+            let max_block = Duration::from_millis(self.state.config.max_block_ms);
+            let buf = self.state.pool.allocate(needed.max(self.state.config.batch_bytes), max_block)?;
+            let mut queue = self.state.queue.lock();
+            if queue.open.is_none() && !queue.closed {
+                queue.open = Some(OpenBatch::new(buf, timestamp, max as usize));
+                queue.in_flight += 1;
+                self.state.sender_wake.notify_one();
             }
         }
     }
@@ -214,19 +226,19 @@ impl Producer {
     /// Sends everything buffered now and waits until every record sent before the call was
     /// appended (or failed).
     pub fn flush(&self) -> Result<()> {
-        let mut state = self.shared.state.lock();
-        state.flushing += 1;
-        self.shared.sender_wake.notify_one();
-        while state.in_flight > 0 {
-            self.shared.drained.wait(&mut state);
+        let mut queue = self.state.queue.lock();
+        queue.flushing += 1;
+        self.state.sender_wake.notify_one();
+        while queue.in_flight > 0 {
+            self.state.drained.wait(&mut queue);
         }
-        state.flushing -= 1;
+        queue.flushing -= 1;
         Ok(())
     }
 
     /// The buffer pool's metrics.
     pub fn pool_metrics(&self) -> BufferPoolMetrics {
-        self.shared.pool.metrics()
+        self.state.pool.metrics()
     }
 
     /// Flushes, then stops the sender thread. Sends after it fail with `Error::Closed`.
@@ -238,16 +250,14 @@ impl Producer {
         let Some(sender) = self.sender.take() else { return Ok(()) };
         self.flush()?;
         {
-            let mut state = self.shared.state.lock();
-            state.closed = true;
-            self.shared.sender_wake.notify_all();
+            let mut queue = self.state.queue.lock();
+            queue.closed = true;
+            self.state.sender_wake.notify_all();
         }
-        sender.join().map_err(|_| {
-            ProducerError::Log(Error::Io {
-                op: "join producer thread",
-                path: self.shared.log.dir().to_path_buf(),
-                source: std::io::Error::other("the producer thread panicked"),
-            })
+        sender.join().map_err(|_| Error::Io {
+            op: "join producer thread",
+            path: self.state.log.dir().to_path_buf(),
+            source: std::io::Error::other("the producer thread panicked"),
         })
     }
 }
@@ -262,7 +272,7 @@ impl Drop for Producer {
 
 impl std::fmt::Debug for Producer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Producer").field("config", &self.shared.config).field("pool", &self.shared.pool).finish()
+        f.debug_struct("Producer").field("config", &self.state.config).field("pool", &self.state.pool).finish()
     }
 }
 
@@ -283,7 +293,7 @@ impl OpenBatch {
     }
 }
 
-impl Accumulator {
+impl ProducerState {
     /// The sender thread: takes ready (or lingered) batches, appends them without waiting, then
     /// waits once for the durability of the last one (so its fsync covers them all), and completes
     /// every handle.
@@ -325,9 +335,9 @@ impl Accumulator {
                 };
                 batch.complete(outcome);
             }
-            let mut state = self.state.lock();
-            state.in_flight -= count;
-            if state.in_flight == 0 {
+            let mut queue = self.queue.lock();
+            queue.in_flight -= count;
+            if queue.in_flight == 0 {
                 self.drained.notify_all();
             }
         }
@@ -339,10 +349,10 @@ impl Accumulator {
     fn stop_after_panic(&self, error: &Error) {
         tracing::error!(%error, "producer stopped: records not yet appended fail");
         let unsent: Vec<OpenBatch> = {
-            let mut state = self.state.lock();
-            state.closed = true;
-            state.in_flight = 0;
-            state.open.take().into_iter().chain(state.ready.drain(..)).collect()
+            let mut queue = self.queue.lock();
+            queue.closed = true;
+            queue.in_flight = 0;
+            queue.open.take().into_iter().chain(queue.ready.drain(..)).collect()
         };
         drop(unsent);
         self.drained.notify_all();
@@ -353,33 +363,33 @@ impl Accumulator {
     /// flush or close wants it). `None` once closed and drained.
     fn take_batches(&self) -> Option<Vec<OpenBatch>> {
         let linger = Duration::from_millis(self.config.linger_ms);
-        let mut state = self.state.lock();
+        let mut queue = self.queue.lock();
         loop {
-            let lingered = state.open.as_ref().is_some_and(|o| {
-                !o.batch.is_empty() && (o.created.elapsed() >= linger || state.flushing > 0 || state.closed)
+            let lingered = queue.open.as_ref().is_some_and(|o| {
+                !o.batch.is_empty() && (o.created.elapsed() >= linger || queue.flushing > 0 || queue.closed)
             });
-            if lingered && let Some(open) = state.open.take() {
-                state.ready.push_back(open);
+            if lingered && let Some(open) = queue.open.take() {
+                queue.ready.push_back(open);
             }
-            let draining = state.flushing > 0 || state.closed;
-            if let Some(empty) = state.open.take_if(|o| o.batch.is_empty() && draining) {
+            let draining = queue.flushing > 0 || queue.closed;
+            if let Some(empty) = queue.open.take_if(|o| o.batch.is_empty() && draining) {
                 // Allocated for a record that went elsewhere: nothing to send.
                 drop(empty);
-                state.in_flight -= 1;
+                queue.in_flight -= 1;
                 self.drained.notify_all();
             }
-            if !state.ready.is_empty() {
-                return Some(state.ready.drain(..).collect());
+            if !queue.ready.is_empty() {
+                return Some(queue.ready.drain(..).collect());
             }
-            if state.closed && state.open.is_none() {
+            if queue.closed && queue.open.is_none() {
                 return None;
             }
-            match state.open.as_ref() {
+            match queue.open.as_ref() {
                 Some(open) => {
                     let left = linger.saturating_sub(open.created.elapsed());
-                    self.sender_wake.wait_for(&mut state, left.max(Duration::from_micros(50)));
+                    self.sender_wake.wait_for(&mut queue, left.max(Duration::from_micros(50)));
                 }
-                None => self.sender_wake.wait(&mut state),
+                None => self.sender_wake.wait(&mut queue),
             }
         }
     }

@@ -17,19 +17,10 @@ use openraft::{LogId, NodeId, Vote};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Corruption, Error, Result};
-
-/// The meta file's name in the store directory.
-pub(crate) const META_FILE: &str = "raft-meta";
-/// Its temporary name while it is written.
-const META_TMP: &str = "raft-meta.tmp";
-const MAGIC: [u8; 4] = *b"SRFT";
-const VERSION: u16 = 1;
-const MAGIC_LEN: usize = 4;
-const VERSION_POS: usize = MAGIC_LEN;
-const LEN_POS: usize = VERSION_POS + 2;
-const PAYLOAD_POS: usize = LEN_POS + 4;
-const CRC_LEN: usize = 4;
-const _: () = assert!(PAYLOAD_POS == 10);
+use crate::format::{
+    RAFT_META_CRC_LEN, RAFT_META_FILE, RAFT_META_LEN_POS, RAFT_META_MAGIC, RAFT_META_PAYLOAD_POS, RAFT_META_TMP_FILE,
+    RAFT_META_VERSION, RAFT_META_VERSION_POS,
+};
 
 /// What the meta file holds. Every field is written verbatim (a log id with its term).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,14 +43,12 @@ impl<NID: NodeId> Default for Meta<NID> {
 impl<NID: NodeId> Meta<NID> {
     /// The file's bytes: header, payload, CRC.
     pub fn encode(&self) -> Result<Vec<u8>> {
-        let payload = postcard::to_stdvec(self).map_err(|e| Error::InvalidConfig {
-            field: "raft meta",
-            reason: format!("cannot encode the vote or a log id: {e}"),
-        })?;
+        let payload = postcard::to_stdvec(self)
+            .map_err(|e| Error::RaftEncode { what: "the vote or a log id".to_owned(), reason: e.to_string() })?;
         let payload_len = u32::try_from(payload.len()).expect("a vote and two log ids are far below 4 GiB");
-        let mut bytes = Vec::with_capacity(PAYLOAD_POS + payload.len() + CRC_LEN);
-        bytes.extend_from_slice(&MAGIC);
-        bytes.extend_from_slice(&VERSION.to_le_bytes());
+        let mut bytes = Vec::with_capacity(RAFT_META_PAYLOAD_POS + payload.len() + RAFT_META_CRC_LEN);
+        bytes.extend_from_slice(&RAFT_META_MAGIC);
+        bytes.extend_from_slice(&RAFT_META_VERSION.to_le_bytes());
         bytes.extend_from_slice(&payload_len.to_le_bytes());
         bytes.extend_from_slice(&payload);
         let crc = crc32fast::hash(&bytes);
@@ -71,30 +60,30 @@ impl<NID: NodeId> Meta<NID> {
     pub fn decode_from(bytes: &[u8], path: &Path) -> Result<Meta<NID>> {
         let corrupt =
             |position: usize, reason| Error::Corrupt { path: path.to_path_buf(), position: position as u64, reason };
-        if bytes.len() < PAYLOAD_POS + CRC_LEN {
-            let expected = (PAYLOAD_POS + CRC_LEN) as u64;
+        if bytes.len() < RAFT_META_PAYLOAD_POS + RAFT_META_CRC_LEN {
+            let expected = (RAFT_META_PAYLOAD_POS + RAFT_META_CRC_LEN) as u64;
             return Err(corrupt(0, Corruption::ShortFile { len: bytes.len() as u64, expected }));
         }
-        if bytes[..MAGIC_LEN] != MAGIC {
+        if bytes[..RAFT_META_VERSION_POS] != RAFT_META_MAGIC {
             return Err(corrupt(0, Corruption::BadFile("raft meta: bad magic")));
         }
-        let version = u16::from_le_bytes([bytes[VERSION_POS], bytes[VERSION_POS + 1]]);
-        if version != VERSION {
-            return Err(corrupt(VERSION_POS, Corruption::BadFile("raft meta: unsupported version")));
+        let version = u16::from_le_bytes([bytes[RAFT_META_VERSION_POS], bytes[RAFT_META_VERSION_POS + 1]]);
+        if version != RAFT_META_VERSION {
+            return Err(corrupt(RAFT_META_VERSION_POS, Corruption::BadFile("raft meta: unsupported version")));
         }
-        let len_bytes: [u8; 4] = bytes[LEN_POS..PAYLOAD_POS].try_into().expect("four bytes");
-        let payload_end = PAYLOAD_POS + u32::from_le_bytes(len_bytes) as usize;
-        if bytes.len() != payload_end + CRC_LEN {
+        let len_bytes: [u8; 4] = bytes[RAFT_META_LEN_POS..RAFT_META_PAYLOAD_POS].try_into().expect("four bytes");
+        let payload_end = RAFT_META_PAYLOAD_POS + u32::from_le_bytes(len_bytes) as usize;
+        if bytes.len() != payload_end + RAFT_META_CRC_LEN {
             let reason = Corruption::BadLength { length: payload_end as u64, available: bytes.len() as u64 };
-            return Err(corrupt(LEN_POS, reason));
+            return Err(corrupt(RAFT_META_LEN_POS, reason));
         }
         let stored = u32::from_le_bytes(bytes[payload_end..].try_into().expect("four bytes"));
         let computed = crc32fast::hash(&bytes[..payload_end]);
         if stored != computed {
             return Err(corrupt(payload_end, Corruption::CrcMismatch { stored, computed }));
         }
-        postcard::from_bytes(&bytes[PAYLOAD_POS..payload_end])
-            .map_err(|_| corrupt(PAYLOAD_POS, Corruption::BadFile("raft meta: payload does not decode")))
+        postcard::from_bytes(&bytes[RAFT_META_PAYLOAD_POS..payload_end])
+            .map_err(|_| corrupt(RAFT_META_PAYLOAD_POS, Corruption::BadFile("raft meta: payload does not decode")))
     }
 
     /// Reads `<dir>/raft-meta`; a directory without one (a new store) has the default meta. A
@@ -103,7 +92,7 @@ impl<NID: NodeId> Meta<NID> {
     /// with the log's directory lock held (a live store's temporary file is never touched).
     pub fn read(dir: &Path) -> Result<Meta<NID>> {
         reserve(dir);
-        let path = dir.join(META_FILE);
+        let path = dir.join(RAFT_META_FILE);
         match fs::read(&path) {
             Ok(bytes) => Meta::decode_from(&bytes, &path),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Meta::default()),
@@ -115,7 +104,7 @@ impl<NID: NodeId> Meta<NID> {
     /// over the old one, directory fsynced. When it returns `Ok`, a crash keeps this meta.
     pub fn write(&self, dir: &Path) -> Result<()> {
         let bytes = self.encode()?;
-        let tmp = dir.join(META_TMP);
+        let tmp = dir.join(RAFT_META_TMP_FILE);
         let io = |op: &'static str, path: &PathBuf| {
             let path = path.clone();
             move |source| Error::Io { op, path, source }
@@ -128,7 +117,7 @@ impl<NID: NodeId> Meta<NID> {
         file.set_len(bytes.len() as u64).map_err(io("truncate", &tmp))?;
         file.sync_all().map_err(io("fsync", &tmp))?;
         drop(file);
-        let path = dir.join(META_FILE);
+        let path = dir.join(RAFT_META_FILE);
         fs::rename(&tmp, &path).map_err(io("rename", &path))?;
         sync_dir(dir)?;
         // The next write's space, taken now (the rename just freed the old meta's block).
@@ -143,7 +132,7 @@ const RESERVE_BYTES: usize = 4096;
 /// Makes `<dir>/raft-meta.tmp` hold `RESERVE_BYTES` of allocated space unless it exists, so the
 /// next meta write needs no new block. Best effort: on a full disk the next write allocates.
 fn reserve(dir: &Path) {
-    let tmp = dir.join(META_TMP);
+    let tmp = dir.join(RAFT_META_TMP_FILE);
     let made = OpenOptions::new().create_new(true).write(true).open(&tmp).and_then(|mut file| {
         file.write_all(&[0; RESERVE_BYTES])?;
         file.sync_all()
@@ -202,13 +191,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(Meta::<u64>::read(dir.path()).unwrap(), Meta::default());
         sample().write(dir.path()).unwrap();
-        fs::write(dir.path().join(META_TMP), vec![0xEE; 10_000]).unwrap();
+        fs::write(dir.path().join(RAFT_META_TMP_FILE), vec![0xEE; 10_000]).unwrap();
         assert_eq!(Meta::<u64>::read(dir.path()).unwrap(), sample());
         // Kept as the space of the next write, which overwrites it whole.
-        assert!(dir.path().join(META_TMP).exists());
+        assert!(dir.path().join(RAFT_META_TMP_FILE).exists());
         Meta::<u64>::default().write(dir.path()).unwrap();
         assert_eq!(Meta::<u64>::read(dir.path()).unwrap(), Meta::default());
-        let reserved = fs::metadata(dir.path().join(META_TMP)).unwrap().len();
+        let reserved = fs::metadata(dir.path().join(RAFT_META_TMP_FILE)).unwrap().len();
         assert_eq!(reserved, RESERVE_BYTES as u64, "the next write's space is reserved");
     }
 }

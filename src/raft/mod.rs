@@ -4,8 +4,9 @@
 //!
 //! - `store.rs`: [`RaftLogStore`] (openraft's `RaftLogStorage` and `RaftLogReader`) and
 //!   [`RaftLogStoreReader`], with the open-time checks.
-//! - `shared.rs`: the log and the entries stored but not yet visible, shared by the store and
-//!   its readers; every blocking call of the log, run on tokio's blocking pool.
+//! - `state.rs`: `RaftState`, the log and the entries stored but not yet visible, shared by the
+//!   store and its readers (its parts table and lock order); every blocking call of the log, run
+//!   on tokio's blocking pool.
 //! - `meta.rs`: the `raft-meta` file (vote, committed, last purged), replaced atomically.
 //!
 //! One Raft entry is one record in a batch of its own, at the log offset equal to its Raft
@@ -13,7 +14,7 @@
 //! cuts exactly at the entry (ARCHITECTURE.md, "Raft").
 
 mod meta;
-mod shared;
+mod state;
 mod store;
 
 pub use store::{RaftLogStore, RaftLogStoreReader};

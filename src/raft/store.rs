@@ -14,12 +14,11 @@ use openraft::{AnyError, LogId, OptionalSend, RaftLogId, RaftTypeConfig, Storage
 use crate::config::{CleanupPolicy, FlushPolicy, LogConfig};
 use crate::error::{Error, Result};
 use crate::failpoint::crash_point;
+use crate::format::RAFT_LOG_DIR;
 use crate::log::Log;
 use crate::raft::meta::{self, Meta};
-use crate::raft::shared::{Fault, RawEntry, Shared};
+use crate::raft::state::{RaftState, RawEntry};
 
-/// The log's directory inside the store directory.
-const LOG_DIR: &str = "log";
 /// `save_committed` writes the meta file itself at most this often; a vote or a purge writes
 /// the latest committed log id with it anyway.
 const COMMITTED_WRITE_INTERVAL: Duration = Duration::from_secs(1);
@@ -71,7 +70,7 @@ type LogIdOf<C> = LogId<NodeIdOf<C>>;
 /// # Ok(()) }
 /// ```
 pub struct RaftLogStore<C: RaftTypeConfig> {
-    shared: Arc<Shared>,
+    state: Arc<RaftState>,
     dir: PathBuf,
     /// The meta as last written.
     meta: Meta<C::NodeId>,
@@ -88,7 +87,7 @@ pub struct RaftLogStore<C: RaftTypeConfig> {
 /// the store's log, sees every entry `append` stored (also before it is durable), and may read
 /// while the store appends.
 pub struct RaftLogStoreReader<C: RaftTypeConfig> {
-    shared: Arc<Shared>,
+    state: Arc<RaftState>,
     _config: PhantomData<fn() -> C>,
 }
 
@@ -99,21 +98,18 @@ impl<C: RaftTypeConfig> RaftLogStore<C> {
     /// flushed only once it is durable), retention (`retention_bytes`, `retention_ms`) or
     /// compaction (Raft alone decides what is deleted). Re-applies the last purge if a crash
     /// stopped it between the meta write and the deletion, and checks that the first and last
-    /// entries sit at their own index. The blocking work runs on tokio's blocking pool.
+    /// entries sit at their own index (else `Error::NotARaftEntry`, `Error::RaftEntryMisplaced`
+    /// or `Error::RaftEntryMissing`). The blocking work runs on tokio's blocking pool.
     pub async fn open(dir: impl AsRef<Path>, config: LogConfig) -> Result<RaftLogStore<C>> {
         let dir = dir.as_ref().to_path_buf();
-        let opened = blocking("opening the Raft store", {
+        let (state, meta, last_log_id) = blocking("opening the Raft store", {
             let dir = dir.clone();
-            move || open_blocking::<C>(&dir, config).map_err(Fault::Log)
+            move || open_blocking::<C>(&dir, config)
         })
-        .await;
-        let (shared, meta, last_log_id) = opened.map_err(|fault| match fault {
-            Fault::Log(error) => error,
-            Fault::Broken(reason) => Error::InvalidConfig { field: "raft store", reason },
-        })?;
+        .await?;
         let committed = meta.committed.clone();
         Ok(RaftLogStore {
-            shared: Arc::new(shared),
+            state: Arc::new(state),
             dir,
             meta,
             committed,
@@ -126,7 +122,7 @@ impl<C: RaftTypeConfig> RaftLogStore<C> {
     /// The log under the store, for metrics and reads (never append to it or cut it: the store
     /// keeps its index bookkeeping in step with its own calls).
     pub fn log(&self) -> &Log {
-        &self.shared.log
+        &self.state.log
     }
 
     /// Writes the latest committed log id, then closes the log cleanly (once the last reader
@@ -135,27 +131,26 @@ impl<C: RaftTypeConfig> RaftLogStore<C> {
     /// the committed log id, which openraft does not need durable.
     pub async fn close(mut self) -> Result<()> {
         if self.committed != self.meta.committed {
-            self.write_meta(self.meta.clone()).await.map_err(into_error)?;
+            self.write_meta(self.meta.clone()).await?;
         }
-        let shared = Arc::clone(&self.shared);
+        let state = Arc::clone(&self.state);
         self.closing = true;
         drop(self);
-        blocking("closing the Raft store", move || match Arc::try_unwrap(shared) {
-            Ok(shared) => shared.log.close().map_err(Fault::Log),
-            Err(shared) => shared.log.flush().map_err(Fault::Log),
+        blocking("closing the Raft store", move || match Arc::try_unwrap(state) {
+            Ok(state) => state.log.close(),
+            Err(state) => state.log.flush(),
         })
         .await
-        .map_err(into_error)
     }
 
     /// Writes `meta` with the latest committed log id, durably, after every entry stored so far
     /// is durable (vote and log writes reach the disk in the order openraft made them).
-    async fn write_meta(&mut self, mut meta: Meta<C::NodeId>) -> Result<(), Fault> {
+    async fn write_meta(&mut self, mut meta: Meta<C::NodeId>) -> Result<()> {
         meta.committed = self.committed.clone();
-        let (shared, dir, written) = (Arc::clone(&self.shared), self.dir.clone(), meta.clone());
+        let (state, dir, written) = (Arc::clone(&self.state), self.dir.clone(), meta.clone());
         blocking("writing the Raft meta", move || {
-            shared.wait_stored_durable()?;
-            written.write(&dir).map_err(Fault::Log)
+            state.wait_stored_durable()?;
+            written.write(&dir)
         })
         .await?;
         self.meta = meta;
@@ -164,8 +159,8 @@ impl<C: RaftTypeConfig> RaftLogStore<C> {
     }
 
     /// The log id of the entry at `index`, read from the log.
-    async fn log_id_at(&self, index: u64) -> Result<Option<LogIdOf<C>>, Fault> {
-        let entries = read_entries::<C>(&self.shared, index, index + 1).await?;
+    async fn log_id_at(&self, index: u64) -> Result<Option<LogIdOf<C>>> {
+        let entries = read_entries::<C>(&self.state, index, index + 1).await?;
         Ok(entries.first().map(|entry| entry.get_log_id().clone()))
     }
 }
@@ -173,28 +168,28 @@ impl<C: RaftTypeConfig> RaftLogStore<C> {
 impl<C: RaftTypeConfig> Drop for RaftLogStore<C> {
     fn drop(&mut self) {
         if !self.closing {
-            drop_off_worker(&self.shared);
+            drop_off_worker(&self.state);
         }
     }
 }
 
 impl<C: RaftTypeConfig> Drop for RaftLogStoreReader<C> {
     fn drop(&mut self) {
-        drop_off_worker(&self.shared);
+        drop_off_worker(&self.state);
     }
 }
 
 /// The last holder of the log closes it (fsyncs, a checkpoint): moved to the blocking pool when
 /// dropped inside a runtime, so that no worker thread waits for the disk.
-fn drop_off_worker(shared: &Arc<Shared>) {
+fn drop_off_worker(state: &Arc<RaftState>) {
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        let shared = Arc::clone(shared);
-        drop(runtime.spawn_blocking(move || drop(shared)));
+        let state = Arc::clone(state);
+        drop(runtime.spawn_blocking(move || drop(state)));
     }
 }
 
 /// What opening found: the log, the meta, the id of the last entry.
-type Opened<C> = (Shared, Meta<NodeIdOf<C>>, Option<LogIdOf<C>>);
+type Opened<C> = (RaftState, Meta<NodeIdOf<C>>, Option<LogIdOf<C>>);
 
 fn open_blocking<C: RaftTypeConfig>(dir: &Path, config: LogConfig) -> Result<Opened<C>> {
     check_config(&config)?;
@@ -211,33 +206,27 @@ fn open_blocking<C: RaftTypeConfig>(dir: &Path, config: LogConfig) -> Result<Ope
     // The log first: its directory lock keeps a second open of a live store from touching the
     // meta files (reading makes `raft-meta.tmp` if it is missing, which in a live store may be
     // between its write and its rename).
-    let shared = Shared::new(Log::open(dir.join(LOG_DIR), config)?);
+    let state = RaftState::new(Log::open(dir.join(RAFT_LOG_DIR), config)?);
     let meta = Meta::<C::NodeId>::read(dir)?;
     // A crash between the meta write and the deletion of a purge: finish the purge.
     if let Some(purged) = &meta.last_purged
-        && shared.log.start_offset() <= purged.index
+        && state.log.start_offset() <= purged.index
     {
         tracing::info!(dir = %dir.display(), index = purged.index, "re-applying the last purge of the Raft log");
-        shared.purge_before(purged.index.saturating_add(1))?;
+        state.purge_before(purged.index.saturating_add(1))?;
     }
-    let (start, next) = (shared.log.start_offset(), shared.log.next_offset());
+    let (start, next) = (state.log.start_offset(), state.log.next_offset());
     let mut last_log_id = None;
     if start < next {
         for index in [start, next - 1] {
-            let entries = shared.read(index, index + 1)?;
-            let corrupt = |reason| Error::Corrupt { path: dir.join(LOG_DIR), position: index, reason };
-            let Some((_, bytes)) = entries.first() else {
-                return Err(corrupt(crate::error::Corruption::BadFile("raft log: an entry below the end is missing")));
+            let entries = state.read(index, index + 1)?;
+            let Some(raw) = entries.first() else {
+                return Err(Error::RaftEntryMissing { path: state.log.dir().to_path_buf(), index });
             };
-            let entry: C::Entry = postcard::from_bytes(bytes)
-                .map_err(|_| corrupt(crate::error::Corruption::BadFile("raft log: an entry does not decode")))?;
-            if entry.get_log_id().index != index {
-                return Err(corrupt(crate::error::Corruption::BadFile("raft log: an entry is not at its own index")));
-            }
-            last_log_id = Some(entry.get_log_id().clone());
+            last_log_id = Some(decode::<C>(state.log.dir(), raw)?.get_log_id().clone());
         }
     }
-    Ok((shared, meta, last_log_id))
+    Ok((state, meta, last_log_id))
 }
 
 /// Refuses a configuration under which the log could lose or delete entries by itself.
@@ -258,33 +247,38 @@ fn check_config(config: &LogConfig) -> Result<()> {
 /// Runs blocking `work` on tokio's blocking pool; a panic in it is `Error::Panicked`.
 async fn blocking<T: Send + 'static>(
     what: &'static str,
-    work: impl FnOnce() -> Result<T, Fault> + Send + 'static,
-) -> Result<T, Fault> {
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
     match tokio::task::spawn_blocking(work).await {
         Ok(result) => result,
-        Err(join) => Err(Fault::Log(Error::Panicked { what, message: join.to_string() })),
+        Err(join) => Err(Error::Panicked { what, message: join.to_string() }),
     }
 }
 
 /// Entries `[from, to)` decoded, in order, without a hole (entries below the log start skipped).
-async fn read_entries<C: RaftTypeConfig>(shared: &Arc<Shared>, from: u64, to: u64) -> Result<Vec<C::Entry>, Fault> {
+async fn read_entries<C: RaftTypeConfig>(state: &Arc<RaftState>, from: u64, to: u64) -> Result<Vec<C::Entry>> {
     if from >= to {
         return Ok(Vec::new());
     }
-    let shared = Arc::clone(shared);
+    let state = Arc::clone(state);
     blocking("reading Raft entries", move || {
-        let raw = shared.read(from, to)?;
-        raw.iter().map(decode::<C>).collect()
+        let raw = state.read(from, to)?;
+        raw.iter().map(|raw| decode::<C>(state.log.dir(), raw)).collect()
     })
     .await
 }
 
-fn decode<C: RaftTypeConfig>((index, bytes): &RawEntry) -> Result<C::Entry, Fault> {
-    let entry: C::Entry = postcard::from_bytes(bytes)
-        .map_err(|e| Fault::Broken(format!("the entry at index {index} does not decode: {e}")))?;
-    if entry.get_log_id().index != *index {
-        let found = entry.get_log_id().index;
-        return Err(Fault::Broken(format!("the entry at offset {index} holds index {found}")));
+/// The entry read at a log offset of the log in `path`: `Error::NotARaftEntry` if it does not
+/// decode, `Error::RaftEntryMisplaced` if it is not the entry of that index.
+fn decode<C: RaftTypeConfig>(path: &Path, (offset, bytes): &RawEntry) -> Result<C::Entry> {
+    let entry: C::Entry = postcard::from_bytes(bytes).map_err(|e| Error::NotARaftEntry {
+        path: path.to_path_buf(),
+        offset: *offset,
+        reason: e.to_string(),
+    })?;
+    let index = entry.get_log_id().index;
+    if index != *offset {
+        return Err(Error::RaftEntryMisplaced { path: path.to_path_buf(), index, offset: *offset });
     }
     Ok(entry)
 }
@@ -303,28 +297,23 @@ fn bounds(range: &impl RangeBounds<u64>) -> (u64, u64) {
     (from, to)
 }
 
-fn into_error(fault: Fault) -> Error {
-    match fault {
-        Fault::Log(error) => error,
-        Fault::Broken(reason) => Error::InvalidConfig { field: "raft store", reason },
-    }
-}
-
-/// A store failure as openraft's error (any `StorageError` stops the node), message kept.
+/// A store failure as openraft's error (any `StorageError` stops the node): the boundary where
+/// strata's `Error` becomes openraft's, its message and sources kept (`AnyError` records the
+/// chain).
 fn storage_error<NID: openraft::NodeId>(
     make: fn(AnyError) -> StorageIOError<NID>,
-) -> impl FnOnce(Fault) -> StorageError<NID> {
-    move |fault| StorageError::IO { source: make(AnyError::new(&fault)) }
+) -> impl FnOnce(Error) -> StorageError<NID> {
+    move |error| StorageError::IO { source: make(AnyError::new(&error)) }
 }
 
-/// A strata error as the `io::Error` openraft's flush callback takes: the kind of an I/O
-/// failure kept, and the whole message.
+/// A strata error as the `io::Error` openraft's flush callback takes: the kind of an I/O failure
+/// kept, and the error itself inside it (its message, `get_ref`, `into_inner`).
 fn into_io(error: Error) -> std::io::Error {
     let kind = match &error {
         Error::Io { source, .. } => source.kind(),
         _ => std::io::ErrorKind::Other,
     };
-    std::io::Error::new(kind, error.to_string())
+    std::io::Error::new(kind, error)
 }
 
 impl<C: RaftTypeConfig> RaftLogReader<C> for RaftLogStore<C> {
@@ -333,7 +322,7 @@ impl<C: RaftTypeConfig> RaftLogReader<C> for RaftLogStore<C> {
         range: RB,
     ) -> Result<Vec<C::Entry>, StorageError<C::NodeId>> {
         let (from, to) = bounds(&range);
-        read_entries::<C>(&self.shared, from, to).await.map_err(storage_error(StorageIOError::read_logs))
+        read_entries::<C>(&self.state, from, to).await.map_err(storage_error(StorageIOError::read_logs))
     }
 
     async fn limited_get_log_entries(
@@ -342,7 +331,7 @@ impl<C: RaftTypeConfig> RaftLogReader<C> for RaftLogStore<C> {
         end: u64,
     ) -> Result<Vec<C::Entry>, StorageError<C::NodeId>> {
         let end = end.min(start.saturating_add(LIMITED_READ_ENTRIES));
-        read_entries::<C>(&self.shared, start, end).await.map_err(storage_error(StorageIOError::read_logs))
+        read_entries::<C>(&self.state, start, end).await.map_err(storage_error(StorageIOError::read_logs))
     }
 }
 
@@ -352,7 +341,7 @@ impl<C: RaftTypeConfig> RaftLogReader<C> for RaftLogStoreReader<C> {
         range: RB,
     ) -> Result<Vec<C::Entry>, StorageError<C::NodeId>> {
         let (from, to) = bounds(&range);
-        read_entries::<C>(&self.shared, from, to).await.map_err(storage_error(StorageIOError::read_logs))
+        read_entries::<C>(&self.state, from, to).await.map_err(storage_error(StorageIOError::read_logs))
     }
 
     async fn limited_get_log_entries(
@@ -361,7 +350,7 @@ impl<C: RaftTypeConfig> RaftLogReader<C> for RaftLogStoreReader<C> {
         end: u64,
     ) -> Result<Vec<C::Entry>, StorageError<C::NodeId>> {
         let end = end.min(start.saturating_add(LIMITED_READ_ENTRIES));
-        read_entries::<C>(&self.shared, start, end).await.map_err(storage_error(StorageIOError::read_logs))
+        read_entries::<C>(&self.state, start, end).await.map_err(storage_error(StorageIOError::read_logs))
     }
 }
 
@@ -369,14 +358,14 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for RaftLogStore<C> {
     type LogReader = RaftLogStoreReader<C>;
 
     async fn get_log_state(&mut self) -> Result<LogState<C>, StorageError<C::NodeId>> {
-        let holds_entries = self.shared.log.next_offset() > self.shared.log.start_offset();
+        let holds_entries = self.state.log.next_offset() > self.state.log.start_offset();
         let last = if holds_entries { self.last_log_id.clone() } else { None };
         let last_purged_log_id = self.meta.last_purged.clone();
         Ok(LogState { last_log_id: last.or_else(|| last_purged_log_id.clone()), last_purged_log_id })
     }
 
     async fn get_log_reader(&mut self) -> Self::LogReader {
-        RaftLogStoreReader { shared: Arc::clone(&self.shared), _config: PhantomData }
+        RaftLogStoreReader { state: Arc::clone(&self.state), _config: PhantomData }
     }
 
     async fn save_vote(&mut self, vote: &Vote<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
@@ -420,11 +409,10 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for RaftLogStore<C> {
             if let Some(previous) = &last
                 && id.index != previous.index + 1
             {
-                let broken = format!("append of index {} after {}: not consecutive", id.index, previous.index);
-                return Err(failed(Fault::Broken(broken)));
+                return Err(failed(Error::RaftNotConsecutive { index: id.index, previous: previous.index }));
             }
             let bytes = postcard::to_stdvec(&entry)
-                .map_err(|e| Fault::Broken(format!("entry {} does not encode: {e}", id.index)))
+                .map_err(|e| Error::RaftEncode { what: format!("entry {}", id.index), reason: e.to_string() })
                 .map_err(storage_error(StorageIOError::write_logs))?;
             encoded.push(bytes);
             last = Some(id);
@@ -434,12 +422,12 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for RaftLogStore<C> {
             return Ok(());
         };
         let first = last.index + 1 - encoded.len() as u64;
-        let shared = Arc::clone(&self.shared);
+        let state = Arc::clone(&self.state);
         blocking("appending Raft entries", move || {
-            let info = shared.store(first, encoded, min_first)?;
+            let info = state.store(first, encoded, min_first)?;
             // Called once the last entry (and so every one before it) is durable, or with the
             // error that stopped it; from the thread that finished the sync round, never blocking.
-            shared.log.on_durable(&info, move |result| callback.log_io_completed(result.map_err(into_io)));
+            state.log.on_durable(&info, move |result| callback.log_io_completed(result.map_err(into_io)));
             Ok(())
         })
         .await
@@ -450,15 +438,15 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for RaftLogStore<C> {
 
     async fn truncate(&mut self, log_id: LogIdOf<C>) -> Result<(), StorageError<C::NodeId>> {
         let cut = log_id.index;
-        if cut >= self.shared.log.next_offset() {
+        if cut >= self.state.log.next_offset() {
             // Nothing at or past the cut: nothing to remove, and the last log id stays.
             return Ok(());
         }
-        let shared = Arc::clone(&self.shared);
-        blocking("truncating the Raft log", move || shared.truncate(cut))
+        let state = Arc::clone(&self.state);
+        blocking("truncating the Raft log", move || state.truncate(cut))
             .await
             .map_err(storage_error(StorageIOError::write_logs))?;
-        let start = self.shared.log.start_offset();
+        let start = self.state.log.start_offset();
         self.last_log_id = match cut.max(start).checked_sub(1) {
             Some(index) if index >= start => {
                 self.log_id_at(index).await.map_err(storage_error(StorageIOError::read_logs))?
@@ -475,14 +463,14 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for RaftLogStore<C> {
         // The purge is recorded first: an open after a crash that stopped it finishes it.
         let meta = Meta { last_purged: Some(log_id.clone()), ..self.meta.clone() };
         self.write_meta(meta).await.map_err(storage_error(StorageIOError::write_logs))?;
-        let shared = Arc::clone(&self.shared);
+        let state = Arc::clone(&self.state);
         blocking("purging the Raft log", move || {
             crash_point!("raft_purge_after_meta");
-            shared.purge_before(log_id.index.saturating_add(1)).map_err(Fault::Log)
+            state.purge_before(log_id.index.saturating_add(1))
         })
         .await
         .map_err(storage_error(StorageIOError::write_logs))?;
-        if self.shared.log.next_offset() == self.shared.log.start_offset() {
+        if self.state.log.next_offset() == self.state.log.start_offset() {
             self.last_log_id = None;
         }
         Ok(())

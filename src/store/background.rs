@@ -23,7 +23,7 @@ pub(crate) fn schedule(inner: &Arc<StoreState>, events: &EventHandle) {
     });
     let offsets = Duration::from_millis(inner.config.offsets_flush_ms);
     every(Arc::downgrade(inner), events.clone(), offsets, "consumer offsets", |inner| {
-        inner.offsets.flush().inspect_err(|_| Counters::bump(&inner.counters.background_failures))
+        inner.offsets.flush().inspect_err(|_| Counters::add(&inner.counters.background_failures, 1))
     });
 }
 
@@ -67,14 +67,15 @@ pub(crate) fn checkpoint(inner: &StoreState) -> Result<()> {
     let queues = dispatcher::flush_queues(&inner.queues);
     let index = inner.index.flush();
     let flushed = dispatched.and_then(|dispatched| queues.and(index).map(|()| dispatched));
-    let dispatched = flushed.inspect_err(|_| Counters::bump(&inner.counters.background_failures))?;
+    let dispatched = flushed.inspect_err(|_| Counters::add(&inner.counters.background_failures, 1))?;
     if !inner.maintenance.checkpoint_is_new(dispatched) {
         return Ok(());
     }
     crate::failpoint::crash_point!("store_before_checkpoint");
-    checkpoint::write(&inner.root, dispatched).inspect_err(|_| Counters::bump(&inner.counters.background_failures))?;
+    checkpoint::write(&inner.root, dispatched)
+        .inspect_err(|_| Counters::add(&inner.counters.background_failures, 1))?;
     inner.maintenance.checkpointed(dispatched);
-    Counters::bump(&inner.counters.checkpoints);
+    Counters::add(&inner.counters.checkpoints, 1);
     Ok(())
 }
 
@@ -101,7 +102,7 @@ pub(crate) fn sweep(inner: &StoreState) -> Result<()> {
             Ok(())
         }
         Err(error) => {
-            Counters::bump(&inner.counters.background_failures);
+            Counters::add(&inner.counters.background_failures, 1);
             Err(error)
         }
     }

@@ -15,6 +15,7 @@ use parking_lot::Mutex;
 use serde_json::{Map, Value, json};
 
 use crate::error::{Corruption, Error, Result};
+use crate::format::{OFFSETS_BACKUP_FILE, OFFSETS_FILE, OFFSETS_VERSION};
 use crate::storage;
 
 /// A consumer group's committed offset in one queue, as
@@ -31,13 +32,6 @@ pub struct CommittedOffset {
     /// The next queue offset the group consumes.
     pub next_offset: u64,
 }
-/// The file.
-pub(crate) const OFFSETS_FILE: &str = "offsets.json";
-/// The previous good copy.
-pub(crate) const OFFSETS_BACKUP_FILE: &str = "offsets.json.bak";
-/// The format version written.
-const VERSION: u64 = 1;
-
 /// (group, topic, queue id).
 pub(crate) type Key = (String, String, u32);
 
@@ -154,14 +148,15 @@ fn encode(offsets: &BTreeMap<Key, u64>) -> Vec<u8> {
             queues.insert(queue_id.to_string(), json!(offset));
         }
     }
-    let mut bytes = serde_json::to_vec_pretty(&json!({ "version": VERSION, "offsets": groups })).unwrap_or_default();
+    let mut bytes =
+        serde_json::to_vec_pretty(&json!({ "version": OFFSETS_VERSION, "offsets": groups })).unwrap_or_default();
     bytes.push(b'\n');
     bytes
 }
 
 fn decode(bytes: &[u8]) -> std::result::Result<BTreeMap<Key, u64>, &'static str> {
     let value: Value = serde_json::from_slice(bytes).map_err(|_| "offsets.json is not valid JSON")?;
-    if value.get("version").and_then(Value::as_u64) != Some(VERSION) {
+    if value.get("version").and_then(Value::as_u64) != Some(OFFSETS_VERSION) {
         return Err("offsets.json has no version 1");
     }
     let groups = value.get("offsets").and_then(Value::as_object).ok_or("offsets.json has no offsets object")?;

@@ -73,7 +73,7 @@ impl Dispatch for QueueBuilder {
             // The queue and the record disagree on the numbering: damage (a queue file removed
             // by hand). Holding every later message back for it would be worse: it stays in the
             // commit log and the index, and `strata verify` reports the queue.
-            Counters::bump(&self.counters.entries_refused);
+            Counters::add(&self.counters.entries_refused, 1);
             tracing::error!(
                 topic = request.topic,
                 queue_id = request.queue_id,
@@ -149,7 +149,7 @@ fn dispatch_batches(
                     dispatched
                 }
                 Ok(message) => {
-                    Counters::bump(&inner.counters.not_messages);
+                    Counters::add(&inner.counters.not_messages, 1);
                     tracing::error!(
                         log_offset = record.offset(),
                         topic = message.topic(),
@@ -158,7 +158,7 @@ fn dispatch_batches(
                     Ok(())
                 }
                 Err(error) => {
-                    Counters::bump(&inner.counters.not_messages);
+                    Counters::add(&inner.counters.not_messages, 1);
                     tracing::error!(%error, "a record that is not a message skipped");
                     Ok(())
                 }
@@ -224,7 +224,7 @@ pub(crate) fn dispatch_through(inner: &StoreState, log_offset: u64) -> Result<()
             return Ok(());
         }
         if let Err(error) = dispatch_visible(inner, &mut state) {
-            Counters::bump(&inner.counters.dispatch_failures);
+            Counters::add(&inner.counters.dispatch_failures, 1);
             progress.fail(error.to_string());
             return Err(Error::DispatchFailed { log_offset, reason: error.to_string() });
         }
@@ -282,7 +282,7 @@ fn run(inner: &StoreState, mut waiter: Cursor) {
         match result {
             Ok(()) => retry = FIRST_RETRY,
             Err(error) => {
-                Counters::bump(&inner.counters.dispatch_failures);
+                Counters::add(&inner.counters.dispatch_failures, 1);
                 tracing::error!(%error, at = inner.progress.dispatched(), retry_in = ?retry, "dispatch failed; retrying");
                 inner.progress.fail(error.to_string());
                 inner.progress.pause(retry);

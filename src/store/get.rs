@@ -84,10 +84,10 @@ impl MessageStore {
     ) -> Result<GetResult> {
         let inner = self.inner();
         inner.check_queue(topic, queue_id)?;
-        Counters::bump(&inner.counters.gets);
+        Counters::add(&inner.counters.gets, 1);
         let got = get(inner, topic, queue_id, queue_offset, max, tag)?;
         let count = got.messages.len() as u64;
-        inner.counters.messages_got.fetch_add(count, std::sync::atomic::Ordering::Relaxed);
+        Counters::add(&inner.counters.messages_got, count);
         Ok(got)
     }
 

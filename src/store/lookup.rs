@@ -44,7 +44,7 @@ impl MessageStore {
         if key.is_empty() {
             return Err(Error::InvalidField { what: "key", name: String::new(), reason: "empty" });
         }
-        Counters::bump(&inner.counters.key_queries);
+        Counters::add(&inner.counters.key_queries, 1);
         if max == 0 || begin_ms > end_ms {
             return Ok(Vec::new());
         }

@@ -22,9 +22,9 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
-    /// Adds one to `counter`.
-    pub(crate) fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
+    /// Adds `n` to `counter`.
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
     }
 
     /// A dispatched message was appended `lag_ms` before it was dispatched.

@@ -8,15 +8,12 @@ use std::time::Duration;
 
 use crate::config::FlushPolicy;
 use crate::error::{Error, Result};
-use crate::log::AppendInfo;
+use crate::log::{AppendInfo, FOREVER};
 use crate::store::dispatcher::dispatch_through;
 use crate::store::message::{FixedFields, Message};
 use crate::store::message_store::MessageStore;
 use crate::store::progress::Progress;
 use crate::store::state::StoreState;
-
-/// How long a put waits for durability: as `Log::append`, until it is durable or the log fails.
-const FOREVER: Duration = Duration::from_secs(u32::MAX as u64);
 
 /// Where a put message is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -10,9 +10,7 @@ use std::time::{Duration, Instant};
 use super::maintenance::{self, Background};
 use super::{BenchOptions, BenchResult, budget, channel, fsync_regime, result, size_name, store, sync_all};
 use strata_log::internals::io_error;
-use strata_log::{
-    Error, FlushPolicy, Log, LogConfig, Producer, ProducerConfig, ProducerError, ReadPath, Record, Result,
-};
+use strata_log::{Error, FlushPolicy, Log, LogConfig, Producer, ProducerConfig, ReadPath, Record, Result};
 
 type Progress<'a> = &'a mut dyn FnMut(&str, u64, u64);
 
@@ -305,14 +303,14 @@ fn producer(dir: &Path, options: &BenchOptions, progress: Progress<'_>) -> Resul
     let name = format!("producer_{threads}t_100B");
     let config = LogConfig { segment_bytes: SEGMENT_BYTES, flush_policy: FlushPolicy::Never, ..LogConfig::default() };
     let log = Arc::new(Log::open(dir.join(&name), config)?);
-    let failed = |e: ProducerError| io_error("produce", dir)(std::io::Error::other(e));
+    let failed = |e: Error| io_error("produce", dir)(std::io::Error::other(e));
     let producer = Arc::new(Producer::new(Arc::clone(&log), ProducerConfig::default()).map_err(failed)?);
     let per_thread = options.records / threads as u64;
     let started = Instant::now();
     let senders: Vec<_> = (0..threads)
         .map(|_| {
             let producer = Arc::clone(&producer);
-            std::thread::spawn(move || -> std::result::Result<Vec<Duration>, ProducerError> {
+            std::thread::spawn(move || -> Result<Vec<Duration>> {
                 let value = [0x42u8; SMALL];
                 let mut latencies = Vec::with_capacity(per_thread as usize);
                 for _ in 0..per_thread {

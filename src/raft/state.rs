@@ -1,7 +1,29 @@
-//! The log side of the Raft store, shared by the store and its readers: the `Log` (one Raft entry
-//! per batch, log offset == Raft index) and the entries stored but not yet visible. Every method
-//! here blocks (it calls the log) and runs on tokio's blocking pool, never on a worker. Entries are
-//! bytes here (postcard, encoded by the caller): nothing in this file knows the type config.
+//! The log side of the Raft store, shared by the store and its readers: `RaftState`, the `Log`
+//! (one Raft entry per batch, log offset == Raft index) and the entries stored but not yet
+//! visible. Every method here blocks (it calls the log) and runs on tokio's blocking pool, never
+//! on a worker. Entries are bytes here (postcard, encoded by the caller): nothing in this file
+//! knows the type config.
+//!
+//! | part | owns |
+//! |---|---|
+//! | [`Log`] (`RaftState::log`) | the entries, one per batch at the offset equal to its index |
+//! | `RaftState::pending` | the entries stored but not yet visible to the log's readers |
+//!
+//! The operations on them are the methods below: `store`, `read`, `truncate`, `purge_before`,
+//! `wait_stored_durable`. The store (`store.rs`) keeps the rest behind `&mut self`, with no lock
+//! (openraft makes one call of it at a time): the meta as last written to `raft-meta`, the
+//! committed log id, the last log id.
+//!
+//! # Lock order
+//!
+//! A thread holding lock *n* takes only locks numbered above *n*:
+//!
+//! 1. the log's locks (its own order, `log/mod.rs`), taken inside every call of the log. The log
+//!    holds none of them when it calls back (`Log::on_durable` callbacks, which only hand the
+//!    result to openraft).
+//! 2. leaves, which take nothing else: the pending lock (`RaftState::pending`), held to change or
+//!    copy the queue and to load the log's visible end (an atomic, no lock), never across another
+//!    call of the log.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -17,23 +39,12 @@ const READ_CHUNK_BYTES: usize = 1 << 20;
 /// gives up; each attempt already waited `truncate_wait_ms`.
 const TRUNCATE_RETRY_FOR: Duration = Duration::from_secs(120);
 
-/// Why a Raft store operation failed: the log's error, or a rule of the Raft log broken (a gap
-/// in an append, a cut that was not exact, an entry stored at the wrong offset).
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum Fault {
-    /// The log failed.
-    #[error(transparent)]
-    Log(#[from] Error),
-    /// The entries asked for, or found, break the Raft log's rules.
-    #[error("{0}")]
-    Broken(String),
-}
-
 /// An entry stored, as its Raft index and encoded bytes.
 pub(crate) type RawEntry = (u64, Vec<u8>);
 
-/// The log and the entries appended to it that readers cannot see yet.
-pub(crate) struct Shared {
+/// The log and the entries appended to it that readers cannot see yet (see the module
+/// documentation).
+pub(crate) struct RaftState {
     pub log: Log,
     /// Entries stored but maybe not yet visible, with consecutive indexes. Under
     /// `FlushPolicy::Always` the log shows readers only durable records, while openraft reads
@@ -43,9 +54,9 @@ pub(crate) struct Shared {
     pending: Mutex<VecDeque<RawEntry>>,
 }
 
-impl Shared {
-    pub fn new(log: Log) -> Shared {
-        Shared { log, pending: Mutex::new(VecDeque::new()) }
+impl RaftState {
+    pub fn new(log: Log) -> RaftState {
+        RaftState { log, pending: Mutex::new(VecDeque::new()) }
     }
 
     /// Stores `entries` (consecutive, the first at index `first`), one batch each, without
@@ -53,12 +64,11 @@ impl Shared {
     /// at `first` if it is not there already (a follower after a snapshot), provided `first` is
     /// not below `min_first` (the index after the last purged entry); otherwise `first` must be
     /// the log's next offset.
-    pub fn store(&self, first: u64, entries: Vec<Vec<u8>>, min_first: u64) -> Result<AppendInfo, Fault> {
+    pub fn store(&self, first: u64, entries: Vec<Vec<u8>>, min_first: u64) -> Result<AppendInfo> {
         let (start, next) = (self.log.start_offset(), self.log.next_offset());
         if first != next {
             if start != next || first < min_first {
-                let range = format!("[{start}, {next})");
-                return Err(Fault::Broken(format!("append at index {first} to a log holding {range}: a gap")));
+                return Err(Error::RaftGap { index: first, start, next });
             }
             self.log.reset_at(first)?;
             self.pending.lock().clear();
@@ -73,12 +83,12 @@ impl Shared {
                     stored.push((index, bytes));
                 }
                 Ok(info) => {
-                    let at = info.base_offset;
-                    result = Err(Fault::Broken(format!("entry {index} was stored at offset {at}")));
+                    let (path, offset) = (self.log.dir().to_path_buf(), info.base_offset);
+                    result = Err(Error::RaftEntryMisplaced { path, index, offset });
                     break;
                 }
                 Err(error) => {
-                    result = Err(error.into());
+                    result = Err(error);
                     break;
                 }
             }
@@ -155,7 +165,7 @@ impl Shared {
     /// Removes exactly the entries at index `cut` and above, durably (the log's truncation
     /// lowers its recovery point first: nothing removed comes back after a crash). Retries
     /// `Error::Busy` (readers of the segment being cut) for up to `TRUNCATE_RETRY_FOR`.
-    pub fn truncate(&self, cut: u64) -> Result<(), Fault> {
+    pub fn truncate(&self, cut: u64) -> Result<()> {
         let cut = cut.max(self.log.start_offset());
         if cut >= self.log.next_offset() {
             return Ok(());
@@ -173,12 +183,12 @@ impl Shared {
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(Duration::from_millis(100));
                 }
-                Err(error) => return Err(error.into()),
+                Err(error) => return Err(error),
             }
         };
         // One entry per batch and no compaction: every cut is at a batch base.
         if new_next != cut {
-            return Err(Fault::Broken(format!("truncation at {cut} ended the log at {new_next}")));
+            return Err(Error::RaftTruncationInexact { cut, next: new_next });
         }
         Ok(())
     }
