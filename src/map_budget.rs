@@ -185,11 +185,16 @@ impl State {
         }
     }
 
-    /// Drops the clock's entries for dropped files and the later entries of a file listed twice
-    /// (mapped again after it unmapped itself), keeping the order. Amortised O(1) per push.
+    /// Drops the clock's entries for dropped files and the earlier entries of a file listed twice
+    /// (mapped again after it unmapped itself: its last map is its place in the clock), keeping
+    /// the order. Amortised O(1) per push.
     fn prune(&mut self) {
         let mut seen = std::collections::HashSet::with_capacity(self.clock.len());
-        self.clock.retain(|file| file.strong_count() > 0 && seen.insert(file.as_ptr().cast::<()>()));
+        let keep: Vec<bool> = (self.clock.iter().rev())
+            .map(|file| file.strong_count() > 0 && seen.insert(file.as_ptr().cast::<()>()))
+            .collect();
+        let mut keep = keep.into_iter().rev();
+        self.clock.retain(|_| keep.next().unwrap_or(false));
         self.prune_at = (self.clock.len() * 2).max(PRUNE_MIN);
     }
 }
@@ -548,9 +553,25 @@ mod tests {
         }
         let clock = budget.inner.state.lock().clock.len();
         assert!(clock <= 2 * PRUNE_MIN, "10,000 dropped files and 10,000 maps of one, {clock} listed");
-        let live = budget.inner.state.lock().clock.iter().filter(|f| f.strong_count() > 0).count();
+        let state = budget.inner.state.lock();
+        let live = state.clock.iter().filter(|f| f.strong_count() > 0).count();
         assert!(live >= 1, "the live file stays listed");
+        drop(state);
         assert_eq!(budget.metrics().maps, 1);
+    }
+
+    #[test]
+    fn pruning_keeps_a_remapped_files_last_place_in_the_clock() {
+        let budget = budget(1 << 20);
+        let (a, b) = (Fake::new(1), Fake::new(1));
+        map(&budget, &a).expect("map");
+        map(&budget, &b).expect("map");
+        budget.uncharge(1);
+        map(&budget, &a).expect("a mapped again, after b");
+        budget.inner.state.lock().prune();
+        let order: Vec<*const ()> = budget.inner.state.lock().clock.iter().map(|f| f.as_ptr().cast::<()>()).collect();
+        let ptr = |f: &Arc<Fake>| Arc::as_ptr(f).cast::<()>();
+        assert_eq!(order, [ptr(&b), ptr(&a)], "b, then a at its last map");
     }
 
     #[test]

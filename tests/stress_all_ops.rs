@@ -1698,9 +1698,11 @@ fn random_config(rng: &mut StdRng, policy: FlushPolicy) -> LogConfig {
 /// `STRATA_STRESS_BUDGET=<maps>` forces one (`0`: none, the process's default).
 fn tight_budget(rng: &mut StdRng) -> Option<MapBudget> {
     let forced = std::env::var("STRATA_STRESS_BUDGET").ok().and_then(|s| s.parse::<u64>().ok());
+    // Drawn whether or not it is forced, so a seed replays the same configuration either way.
+    let drawn = rng.random_bool(0.5).then_some([8, 32, 128][rng.random_range(0..3)]);
     let max_maps = match forced {
         Some(maps) => Some(maps).filter(|&maps| maps > 0),
-        None => rng.random_bool(0.5).then(|| [8, 32, 128][rng.random_range(0..3)]),
+        None => drawn,
     }?;
     let config = MapBudgetConfig {
         max_maps,

@@ -896,9 +896,11 @@ impl Checker {
     }
 }
 
-/// The queue entry a report line describes, as the store's layout holds it.
+/// The queue entry a report line describes, as the store's layout holds it, for checking one
+/// rule across entries: its size is taken as at least 1, since a size-0 entry is reported by the
+/// file's own dump, and must not hide the rule asked about (nor be reported twice).
 fn stored_entry(e: &QueueEntryInfo) -> Entry {
-    Entry { log_offset: e.log_offset, size: e.size, tag_hash: e.tag_hash }
+    Entry { log_offset: e.log_offset, size: e.size.max(1), tag_hash: e.tag_hash }
 }
 
 /// Why the queue entry `e` of `topic`'s queue `queue_id` does not describe `record`, if it does not.

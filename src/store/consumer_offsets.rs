@@ -22,6 +22,7 @@ use crate::storage;
 /// [`MessageStore::committed_offsets`](crate::MessageStore::committed_offsets) lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct CommittedOffset {
     /// The consumer group.
     pub group: String,

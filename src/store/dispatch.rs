@@ -11,6 +11,7 @@ use crate::store::message::StoredMessage;
 
 /// A message as the dispatcher sees it.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct DispatchRequest<'a> {
     /// Its offset in the commit log.
     pub log_offset: u64,
@@ -28,8 +29,9 @@ pub struct DispatchRequest<'a> {
     pub keys: &'a [String],
     /// When the store appended it.
     pub timestamp_ms: i64,
-    /// The commit log's start when dispatch read the message: messages below it that dispatch
-    /// never reached were removed by retention (their queue offsets are skipped).
+    /// The commit log's start, read once dispatch had read the message (so at or above the start
+    /// when the message was read): messages below it that dispatch never reached were removed by
+    /// retention (their queue offsets are skipped).
     pub log_start: u64,
 }
 

@@ -179,7 +179,6 @@ fn dispatch_batches(
 /// Dispatches everything visible now, under the dispatch lock (`state`).
 pub(crate) fn dispatch_visible(inner: &StoreState, state: &mut DispatchState) -> Result<()> {
     let clock = inner.log.config().clock.clone();
-    let log_start = inner.log.start_offset();
     // The cursor never runs ahead of what is dispatched (a dispatch that failed or panicked
     // after its batches were read).
     state.cursor.seek(inner.progress.dispatched());
@@ -199,6 +198,10 @@ pub(crate) fn dispatch_visible(inner: &StoreState, state: &mut DispatchState) ->
         if batches.is_empty() {
             return Ok(());
         }
+        // Read after the batches: retention may have moved the start since the call began (the
+        // branch above), and a stale start would make the queue builder refuse a message whose
+        // queue offset follows a gap retention left, then fill that gap over it.
+        let log_start = inner.log.start_offset();
         dispatch_batches(inner, &clock, log_start, &batches, state)?;
     }
 }
@@ -289,5 +292,51 @@ fn run(inner: &StoreState, mut waiter: Cursor) {
                 retry = (retry * 2).min(LONGEST_RETRY);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ReadPath;
+    use std::sync::atomic::Ordering;
+
+    fn request(queue_offset: u64, log_offset: u64, log_start: u64) -> DispatchRequest<'static> {
+        DispatchRequest {
+            log_offset,
+            size: 10,
+            topic: "t",
+            queue_id: 0,
+            queue_offset,
+            tag: None,
+            keys: &[],
+            timestamp_ms: 0,
+            log_start,
+        }
+    }
+
+    /// Queue offsets 1..4 were removed by retention (the log now starts at 500) before dispatch
+    /// reached them: the gap gets placeholders just below the request's log start, and the
+    /// message after it is stored at its own queue offset.
+    #[test]
+    fn a_gap_retention_left_is_filled_below_the_requests_log_start() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (queues, _) = Queues::open(dir.path(), 64, ReadPath::Mmap, None).expect("queues");
+        let (queues, counters) = (Arc::new(queues), Arc::new(Counters::default()));
+        let mut builder = QueueBuilder {
+            queues: Arc::clone(&queues),
+            long_polls: Arc::new(LongPolls::default()),
+            counters: Arc::clone(&counters),
+        };
+        builder.dispatch(&request(0, 100, 50)).expect("first");
+        builder.dispatch(&request(4, 600, 500)).expect("after the gap");
+        let queue = queues.get("t", 0).expect("queue");
+        let held: Vec<u64> = (0..5).map(|q| queue.get(q).expect("get").expect("entry").log_offset).collect();
+        assert_eq!(held, [100, 497, 498, 499, 600], "placeholders below the start, then the message");
+        assert_eq!(counters.entries_refused.load(Ordering::Relaxed), 0);
+        // A start from before retention ran (as a start read before the call's retention skip
+        // was): the placeholders would not fit above the last entry, and the message is refused.
+        builder.dispatch(&request(9, 900, 50)).expect("refused, not an error");
+        assert_eq!((queue.max_offset(), counters.entries_refused.load(Ordering::Relaxed)), (5, 1));
     }
 }

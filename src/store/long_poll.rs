@@ -107,8 +107,11 @@ impl LongPolls {
     fn wait_on(&self, signal: &Signal, offset: u64, timeout: Duration, current_end: impl Fn() -> u64) -> Woken {
         // A timeout too long to add to now (`Duration::MAX`) is no limit, not a panic.
         let deadline = Instant::now().checked_add(timeout);
+        // Asked before the signal's lock (it reads the queues' map, a lock taken before this
+        // one): the signal is registered already, so an arrival from here on is in `end`.
+        let current = current_end();
         let mut end = signal.end.lock();
-        end.max_offset = end.max_offset.max(current_end());
+        end.max_offset = end.max_offset.max(current);
         let mut counted = false;
         loop {
             if end.closed {

@@ -17,6 +17,7 @@ use crate::store::queue_map::QueueMap;
 /// A queue of a store, as [`MessageStore::queues`](crate::MessageStore::queues) lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct QueueInfo {
     /// The topic.
     pub topic: String,

@@ -30,7 +30,9 @@
 //! 4. a consume queue's own locks, then the index's ([`IndexFiles`]' order).
 //! 5. the consumer offsets' lock.
 //! 6. the commit log's locks (its own order, `log/mod.rs`).
-//! 7. leaves, which take nothing else: [`Progress`], the long polls' map and each queue's signal.
+//! 7. the long polls' map, then a queue's signal (a wait or a close takes the signal under the
+//!    map; a wait asks the queue's end, 3, before it takes the signal).
+//! 8. leaves, which take nothing else: [`Progress`], the counters.
 //!
 //! No store lock is held while waiting for the commit log's durability.
 

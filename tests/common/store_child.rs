@@ -226,7 +226,7 @@ pub fn check(store: &MessageStore, acked: &[Ack]) {
         let found = store.query_by_key(&ack.topic, &ack.body, 0, i64::MAX, 10).unwrap();
         assert_eq!(found.len(), 1, "key of {ack:?}");
     }
-    for strata_log::QueueInfo { topic, queue_id, min_offset: min, max_offset: max } in store.queues() {
+    for strata_log::QueueInfo { topic, queue_id, min_offset: min, max_offset: max, .. } in store.queues() {
         let got = store.get_messages(&topic, queue_id, min, usize::MAX, None).unwrap();
         assert_eq!(got.messages.len() as u64, max - min, "{topic}/{queue_id} is dense");
         let mut seen = HashSet::new();
@@ -238,7 +238,7 @@ pub fn check(store: &MessageStore, acked: &[Ack]) {
             last_log_offset = Some(message.log_offset());
         }
     }
-    for strata_log::CommittedOffset { group, topic, queue_id, next_offset: offset } in store.committed_offsets() {
+    for strata_log::CommittedOffset { group, topic, queue_id, next_offset: offset, .. } in store.committed_offsets() {
         let max = store.max_queue_offset(&topic, queue_id).unwrap();
         assert!(offset <= max, "{group} {topic}/{queue_id}: committed {offset} past the end {max}");
     }

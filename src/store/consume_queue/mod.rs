@@ -23,7 +23,7 @@
 //!   across a cut (a count of cuts tells), looks again: the bounds answer `None`, or the list
 //!   gives the file now holding the entry.
 //! - Opening reads a few slots per queue (a binary search for the active file's end) and syncs
-//!   nothing; after an unclean shutdown `recover` checks what the last process may have torn.
+//!   nothing; then, at every open, `recover` checks the queue's tail against the commit log.
 //! - A failed fdatasync, or a failure in the middle of a cut, poisons the queue: its state on disk
 //!   is unknown, so every later write is `Error::Poisoned` (reopen, and recover).
 //!
@@ -39,7 +39,7 @@
 //! - `append.rs`: appends, rolls, file creation, placeholder entries over a gap, flushes.
 //! - `read.rs`: `get`, `entries`, the search by log offset: reads that look again when the files
 //!   change under them.
-//! - `recover.rs`: the check after an unclean shutdown, and its cut.
+//! - `recover.rs`: the check at open against the commit log, and its cut.
 //! - `cut.rs`: removing entries: a cut at the end (a truncation, recovery), retention at the front.
 //! - `tests.rs`: the queue's unit tests (the format's are in `layout.rs`).
 //!

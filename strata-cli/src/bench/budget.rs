@@ -1,6 +1,7 @@
 //! The map budget's phases of `strata bench`: random reads over a log ten times larger than the
-//! budget's bytes, against the same reads with no budget (in the same run), and what one direct
-//! reclaim (a reader unmapping before it maps) costs.
+//! budget's bytes, against the same reads unlimited (in the same run: under the process's default
+//! budget, far larger than this log, so nothing is unmapped), and what one direct reclaim (a
+//! reader unmapping before it maps) costs.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

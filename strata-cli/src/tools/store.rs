@@ -485,7 +485,7 @@ pub fn stats(root: &Path, config: StoreConfig) -> Result<StoreStats, ToolError> 
     let queues: Vec<QueueStats> = store
         .queues()
         .into_iter()
-        .map(|QueueInfo { topic, queue_id, min_offset, max_offset }| QueueStats {
+        .map(|QueueInfo { topic, queue_id, min_offset, max_offset, .. }| QueueStats {
             topic,
             queue_id,
             min_offset,
@@ -498,7 +498,7 @@ pub fn stats(root: &Path, config: StoreConfig) -> Result<StoreStats, ToolError> 
     let groups = store
         .committed_offsets()
         .into_iter()
-        .map(|CommittedOffset { group, topic, queue_id, next_offset: committed }| {
+        .map(|CommittedOffset { group, topic, queue_id, next_offset: committed, .. }| {
             let max_offset = max_of(&topic, queue_id);
             GroupLag { lag: max_offset.saturating_sub(committed), group, topic, queue_id, committed, max_offset }
         })
