@@ -5,7 +5,8 @@ use crate::error::{Error, Result};
 use crate::format::{
     BATCH_HEADER_LEN, MAX_BATCH_LEN, MAX_SEGMENT_BYTES, MIN_SEGMENT_BYTES, OFFSET_INDEX_ENTRY_LEN, TIME_INDEX_ENTRY_LEN,
 };
-use crate::map_budget::MapBudget;
+pub use crate::storage::ReadPath;
+use crate::storage::map_budget::MapBudget;
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -114,18 +115,6 @@ pub struct LogConfig {
     /// (the default): the process's shared default budget, [`MapBudget::process_default`], which
     /// keeps every log opened without one under half of `vm.max_map_count`.
     pub map_budget: Option<MapBudget>,
-}
-
-/// How a log reads its files (see [`LogConfig::read_path`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum ReadPath {
-    /// Slices of a shared read-only mapping: the fastest, but a file cut short by another
-    /// process while mapped faults the reader (SIGBUS).
-    #[default]
-    Mmap,
-    /// `pread` into a buffer: a read of a file cut short by another process is `Error::Corrupt`.
-    /// Sealed segments are opened for each read, so they hold no descriptor.
-    Pread,
 }
 
 /// What removes records besides explicit calls: retention, and under `Compact` compaction.

@@ -28,7 +28,6 @@ mod inspect;
 #[doc(hidden)]
 pub mod internals;
 mod log;
-mod map_budget;
 mod producer;
 #[cfg(feature = "openraft")]
 mod raft;
@@ -46,7 +45,6 @@ pub use log::{AppendInfo, CompactionReport, Header, Log, LogMetrics, LogReader, 
 pub use log::{
     BatchBuffer, BatchBuilder, BatchRef, BatchView, Batches, Cursor, CursorInterrupt, RecordRef, RecordRefs,
 };
-pub use map_budget::{MapBudget, MapBudgetConfig, MapBudgetMetrics};
 /// The openraft this crate's [`RaftLogStore`] implements (feature `openraft`), re-exported so an
 /// application names exactly the version the store was built for.
 #[cfg(feature = "openraft")]
@@ -55,6 +53,7 @@ pub use producer::{BufferPool, BufferPoolMetrics, PooledBuffer, Producer, Produc
 #[cfg(feature = "openraft")]
 pub use raft::{RaftLogStore, RaftLogStoreReader};
 pub use records::Records;
+pub use storage::map_budget::{MapBudget, MapBudgetConfig, MapBudgetMetrics};
 pub use store::{
     CommittedOffset, Dispatch, DispatchRequest, GetResult, GetStatus, Message, MessageStore, PutHandle, PutResult,
     QueueInfo, StoreConfig, StoreMetrics, StoredMessage, validate_topic,

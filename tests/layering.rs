@@ -20,19 +20,10 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "shared pieces",
-        &[
-            "crate::error",
-            "crate::format",
-            "crate::failpoint",
-            "crate::clock",
-            "crate::histogram",
-            "crate::config",
-            "crate::events",
-            "crate::map_budget",
-        ],
+        &["crate::error", "crate::format", "crate::failpoint", "crate::clock", "crate::histogram", "crate::events"],
     ),
     ("storage", &["crate::storage"]),
-    ("log", &["crate::log"]),
+    ("log, and its config", &["crate::log", "crate::config"]),
     ("built on the log", &["crate::producer", "crate::records", "crate::store", "crate::channel"]),
     ("raft, on the log and its neighbours", &["crate::raft"]),
     ("inspection and the CLI's view", &["crate::inspect", "crate::internals"]),

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::config::ReadPath;
 use crate::error::{Corruption, Error, Result};
-use crate::map_budget::MapBudget;
+use crate::storage::map_budget::MapBudget;
 use crate::storage::{self, FileId, INDEX_ADVICE, MappedFile};
 
 /// A fixed-size index entry.

@@ -30,10 +30,10 @@ use std::sync::{Arc, Weak};
 use memmap2::{MmapOptions, MmapRaw};
 use parking_lot::{Mutex, RwLock};
 
-use crate::config::ReadPath;
+use super::ReadPath;
+use super::map_budget::{MapBudget, Reclaim, Unmap};
 use crate::error::{Corruption, Error, Result};
 use crate::failpoint::error_point;
-use crate::map_budget::{MapBudget, Reclaim, Unmap};
 use crate::storage::{FileId, allocate};
 
 /// Bytes a `pread` file is read in at once by walks that read everything.

@@ -6,6 +6,7 @@
 //! file system, plugs in.
 
 mod dir;
+pub(crate) mod map_budget;
 mod mmap;
 mod value_file;
 
@@ -17,6 +18,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub(crate) use dir::{list_dir, lock_dir, prepare_dir, require_dir};
 pub(crate) use mmap::MappedFile;
 pub(crate) use value_file::ValueFile;
+
+/// How a log reads its files (see [`LogConfig::read_path`](crate::LogConfig::read_path)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ReadPath {
+    /// Slices of a shared read-only mapping: the fastest, but a file cut short by another
+    /// process while mapped faults the reader (SIGBUS).
+    #[default]
+    Mmap,
+    /// `pread` into a buffer: a read of a file cut short by another process is `Error::Corrupt`.
+    /// Sealed segments are opened for each read, so they hold no descriptor.
+    Pread,
+}
 
 /// Which file a name stood for when it was listed (device and inode): a file another process
 /// replaced under the same name (a compaction swap) is told apart from the one listed.

@@ -8,8 +8,8 @@ use parking_lot::RwLock;
 
 use crate::config::ReadPath;
 use crate::error::{Error, Result};
-use crate::map_budget::MapBudget;
 use crate::storage;
+use crate::storage::map_budget::MapBudget;
 use crate::store::consume_queue::ConsumeQueue;
 use crate::store::message::validate_topic;
 use crate::store::queue_map::QueueMap;

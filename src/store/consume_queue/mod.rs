@@ -64,7 +64,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::config::ReadPath;
 use crate::error::{Error, Result};
-use crate::map_budget::MapBudget;
+use crate::storage::map_budget::MapBudget;
 pub(crate) use append::Appended;
 use file::QueueFile;
 /// The entry layout and its check, for `strata dump` and `verify` (`inspect/store.rs`).

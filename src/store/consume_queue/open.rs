@@ -14,7 +14,7 @@ use super::layout::{ENTRY_LEN, parse_file_name};
 use super::{ConsumeQueue, FlushedUpTo, Writer};
 use crate::config::ReadPath;
 use crate::error::{Error, Result};
-use crate::map_budget::MapBudget;
+use crate::storage::map_budget::MapBudget;
 use crate::storage::{self, MappedFile};
 
 /// A file found in a queue's directory.

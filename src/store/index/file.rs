@@ -11,7 +11,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::config::ReadPath;
 use crate::error::{Error, Result};
 use crate::format::{INDEX_FILE_ENTRY_LEN, INDEX_FILE_SLOT_LEN, INDEX_FILE_SUFFIX, file_name};
-use crate::map_budget::MapBudget;
+use crate::storage::map_budget::MapBudget;
 use crate::storage::{self, MappedFile};
 use crate::store::index::active::{ActiveState, PENDING_ENTRIES};
 use crate::store::index::layout::{

@@ -9,8 +9,8 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::error::{Error, Result};
 use crate::format::{INDEX_FILE_SUFFIX, file_name, parse_file_name};
-use crate::map_budget::MapBudget;
 use crate::storage;
+use crate::storage::map_budget::MapBudget;
 use crate::store::index::file::IndexFile;
 use crate::store::index::layout::check_sizes;
 
