@@ -5,7 +5,7 @@
 //! store's puts (against `Log::append` of the same records), dispatch lag, gets, key queries and
 //! recovery. Phases run interleaved
 //! (run 1 of every phase, then run 2, …) with a `sync` between them, and the median run is
-//! reported. Library code returning values; the binary renders them.
+//! reported. Library code returning values; `strata bench` (`cmd`) renders them.
 
 mod budget;
 mod channel;

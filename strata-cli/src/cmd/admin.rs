@@ -2,12 +2,13 @@
 //! ([`tools::truncate`], [`tools::delete_before`], [`tools::compact`]): each says what its open
 //! repaired first, then what changed.
 
-use std::io::Write;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use super::{Notes, print, verdict};
-use crate::tools::{self, AdminReport, ToolError, render};
+use crate::tools::text::{human_bytes, plural};
+use crate::tools::{self, AdminReport, ToolError};
 
 #[derive(clap::Args)]
 pub(crate) struct TruncateArgs {
@@ -68,5 +69,49 @@ fn report(
     if let Some(note) = &report.repaired {
         notes.say(note);
     }
-    verdict(ExitCode::SUCCESS, print(out, as_json, &report, |out, report| render::admin(out, dir, report)))
+    verdict(ExitCode::SUCCESS, print(out, as_json, &report, |out, report| render(out, dir, report)))
+}
+
+/// `truncate`, `delete-before`, `compact`: a confirmation of what changed.
+fn render(out: &mut dyn Write, dir: &Path, r: &AdminReport) -> io::Result<()> {
+    let dir = dir.display();
+    match r.command {
+        "truncate" if r.next_after < r.next_before => writeln!(
+            out,
+            "truncated {dir}: offsets {}–{} removed; the log now ends at {}",
+            r.next_after,
+            r.next_before - 1,
+            r.next_after
+        ),
+        "truncate" => writeln!(out, "nothing removed: the log ends at {}", r.next_after),
+        "delete-before" if r.start_after > r.start_before => {
+            let segments = match r.segments_before.saturating_sub(r.segments_after) {
+                0 => "no segment was wholly below it".to_owned(),
+                1 => "1 whole segment removed".to_owned(),
+                n => format!("{n} whole segments removed"),
+            };
+            writeln!(
+                out,
+                "deleted offsets {}–{} in {dir}: the log now starts at {}; {segments}",
+                r.start_before,
+                r.start_after - 1,
+                r.start_after,
+            )
+        }
+        "delete-before" => writeln!(out, "nothing deleted: the log starts at {}", r.start_after),
+        _ => match &r.compaction {
+            Some(c) => writeln!(
+                out,
+                "compacted {dir}: removed {} of {} records in {} {} ({} → {}); clean up to offset {}",
+                c.records_removed,
+                c.records_removed + c.records_kept,
+                c.segments_cleaned,
+                plural(c.segments_cleaned, "segment", "segments"),
+                human_bytes(c.bytes_before),
+                human_bytes(c.bytes_after),
+                c.cleaned_up_to
+            ),
+            None => writeln!(out, "nothing to compact in {dir}: no sealed segment has records to remove"),
+        },
+    }
 }

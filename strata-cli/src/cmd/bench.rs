@@ -8,7 +8,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{parse_policy, print, verdict};
 use crate::bench::{self, BenchOptions, BenchResult, Sections};
-use crate::tools::{ToolError, render};
+use crate::tools::ToolError;
 use strata_log::FlushPolicy;
 
 #[derive(clap::Args)]
@@ -79,7 +79,7 @@ pub(super) fn run(args: BenchArgs, out: &mut dyn Write) -> Result<ExitCode, Tool
     };
     options.validate().map_err(ToolError::Usage)?;
     let results = run_bench(&options)?;
-    verdict(ExitCode::SUCCESS, print(out, args.json, &results, |out, results| render::bench_table(out, results)))
+    verdict(ExitCode::SUCCESS, print(out, args.json, &results, |out, results| render(out, results)))
 }
 
 /// Runs the bench with a progress bar on a terminal, else one line per finished phase on stderr.
@@ -120,4 +120,55 @@ fn parse_sections(text: &str) -> Result<Sections, String> {
         "channel" => Ok(Sections::Channel),
         _ => Err(format!("expected all, log, store, channel or budget, got {text:?}")),
     }
+}
+
+/// `bench`: an aligned table, a legend, and notes numbered next to their phase.
+fn render(out: &mut dyn Write, results: &[BenchResult]) -> io::Result<()> {
+    let width = results.iter().map(|r| r.name.len()).max().unwrap_or(5).max(5);
+    writeln!(
+        out,
+        "{:<width$}  {:>12}  {:>11}  {:>9}  {:>9}  {:>9}  {:>9}  vs baseline",
+        "phase", "records/s", "ops/s", "MB/s", "p50 µs", "p99 µs", "p99.9 µs"
+    )?;
+    let mut notes = Vec::new();
+    for r in results {
+        let mut extra = match (&r.baseline, r.ratio) {
+            (Some(base), Some(ratio)) => format!("{:.0}% of {base}", ratio * 100.0),
+            _ => String::new(),
+        };
+        if let Some(a) = r.appends_per_fsync {
+            extra.push_str(&format!("{}{a:.1} appends/fsync", if extra.is_empty() { "" } else { "; " }));
+        }
+        if let Some(ms) = r.max_dispatch_lag_ms {
+            let offsets = r.max_dispatch_lag_offsets.map_or(String::new(), |o| format!(", {o} messages"));
+            extra.push_str(&format!("{}dispatch lag ≤ {ms} ms{offsets}", if extra.is_empty() { "" } else { "; " }));
+        }
+        if let Some(note) = &r.note {
+            notes.push(note.clone());
+            extra.push_str(&format!("{}[{}]", if extra.is_empty() { "" } else { " " }, notes.len()));
+        }
+        let row = format!(
+            "{:<width$}  {:>12.0}  {:>11.0}  {:>9.1}  {:>9.1}  {:>9.1}  {:>9.1}  {extra}",
+            r.name, r.records_per_sec, r.ops_per_sec, r.mb_per_sec, r.p50_us, r.p99_us, r.p999_us
+        );
+        writeln!(out, "{}", row.trim_end())?;
+    }
+    for (i, note) in notes.iter().enumerate() {
+        writeln!(out, "[{}] {note}", i + 1)?;
+    }
+    writeln!(out)?;
+    writeln!(out, "records/s, ops/s: records and calls (appends, reads, fsyncs, sends) per second")?;
+    writeln!(out, "MB/s: payload (values) in 10^6 bytes per second")?;
+    writeln!(out, "p50/p99/p99.9 µs: latency of one call in microseconds (median, 99th, 99.9th percentile)")?;
+    writeln!(out, "vs baseline: throughput as a share of the raw disk figure the phase should be judged against")?;
+    writeln!(out, "phases: raw_* the disk without strata; append_* no fsync; read_* CRC-checked reads;")?;
+    writeln!(out, "  durable_<T>t_<size>_x<batch> FlushPolicy::Always from T threads; producer_*; recovery_scan;")?;
+    writeln!(out, "  compaction; append_keyed_* appends beside background deletion or compaction;")?;
+    writeln!(out, "  store_put_<T>t_<policy> MessageStore::put vs store_append_* (Log::append, same records);")?;
+    writeln!(out, "  store_dispatch_lag_*; store_get_x<max>; store_query_by_key; store_recovery_* (unclean open)")?;
+    writeln!(
+        out,
+        "  channel_put/take_<T>t Channel transactions of 100 x 100 B events under Always from T threads vs \
+         channel_append_<T>t (Log::append of the same 100 records); channel_replay_<T>t: reopening it"
+    )
 }

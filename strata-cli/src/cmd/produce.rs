@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use super::{Notes, finished, parse_policy, stop_flag};
-use crate::tools::{self, DirState, Framing, ProduceOptions, ProduceSummary, ToolError, render};
+use crate::tools::text::{human_bytes, plural};
+use crate::tools::{self, DirState, Framing, ProduceOptions, ProduceSummary, ToolError};
 use strata_log::internals::inspect;
 use strata_log::{Error, FlushPolicy, LogConfig};
 
@@ -190,9 +191,45 @@ fn summarise(args: &ProduceArgs, summary: &ProduceSummary, notes: Notes, failed:
     if args.json {
         say!("{}", serde_json::to_string(summary).map_err(io::Error::from)?);
     } else if failed {
-        let _ = render::produce_failed(&mut io::stderr(), summary);
+        let _ = render_failed(&mut io::stderr(), summary);
     } else if notes.on() {
-        let _ = render::produce_summary(&mut io::stderr(), summary);
+        let _ = render_summary(&mut io::stderr(), summary);
     }
     Ok(())
+}
+
+/// `produce`'s closing summary.
+fn render_summary(out: &mut dyn Write, s: &ProduceSummary) -> io::Result<()> {
+    let offsets = match (s.first_offset, s.last_offset) {
+        (Some(first), Some(last)) if first == last => format!(" at offset {first}"),
+        (Some(first), Some(last)) => format!(" at offsets {first}–{last}"),
+        _ => String::new(),
+    };
+    let prefix = if s.interrupted { "interrupted; " } else { "" };
+    writeln!(
+        out,
+        "{prefix}produced {} {} ({}){offsets} in {:.2} s: {:.0} records/s, {}/s",
+        s.records,
+        plural(s.records, "record", "records"),
+        human_bytes(s.bytes),
+        s.seconds,
+        s.records_per_sec(),
+        human_bytes(s.bytes_per_sec() as u64)
+    )
+}
+
+/// What a `produce` that failed part-way had already stored (the records stay in the log).
+fn render_failed(out: &mut dyn Write, s: &ProduceSummary) -> io::Result<()> {
+    let offsets = match (s.first_offset, s.last_offset) {
+        (Some(first), Some(last)) if first == last => format!(" at offset {first}"),
+        (Some(first), Some(last)) => format!(" at offsets {first}–{last}"),
+        _ => String::new(),
+    };
+    writeln!(
+        out,
+        "stored {} {} ({}){offsets} before the error; they stay in the log",
+        s.records,
+        plural(s.records, "record", "records"),
+        human_bytes(s.bytes)
+    )
 }

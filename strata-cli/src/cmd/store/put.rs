@@ -7,8 +7,9 @@ use std::process::ExitCode;
 
 use super::{Notes, closing, open_noted};
 use crate::cmd::{finished, print, stop_flag, verdict};
-use crate::tools::store::{self as store_tools, PutOptions, StoreFiles};
-use crate::tools::{self, DirState, ToolError, render_store};
+use crate::tools::store::{self as store_tools, PutOptions, PutSummary, StoreFiles};
+use crate::tools::text::plural;
+use crate::tools::{self, DirState, ToolError};
 use strata_log::internals::inspect::store as store_files;
 
 #[derive(clap::Args)]
@@ -71,5 +72,19 @@ pub(super) fn run(args: PutArgs, out: &mut dyn Write, notes: Notes) -> Result<Ex
     let store = open_noted(&root, config, notes)?;
     let options = PutOptions { topic, queue_id: queue, tag, keys };
     let summary = closing(&root, store, |store| store_tools::put(store, &options, io::stdin(), &stop))?;
-    verdict(finished(summary.interrupted), print(out, json, &summary, render_store::put))
+    verdict(finished(summary.interrupted), print(out, json, &summary, render))
+}
+
+/// `store put`: what was stored.
+fn render(out: &mut dyn Write, s: &PutSummary) -> io::Result<()> {
+    let prefix = if s.interrupted { "interrupted; " } else { "" };
+    let what = plural(s.messages, "message", "messages");
+    match (s.first_log_offset, s.last_log_offset, s.first_queue_offset, s.last_queue_offset) {
+        (Some(lf), Some(ll), Some(qf), Some(ql)) => writeln!(
+            out,
+            "{prefix}stored {} {what} in {} queue {}: queue offsets {qf}–{ql}, log offsets {lf}–{ll}",
+            s.messages, s.topic, s.queue_id
+        ),
+        _ => writeln!(out, "{prefix}stored no message (no input)"),
+    }
 }

@@ -6,8 +6,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use super::{clean, print, verdict};
-use crate::tools::{self, DirState, ToolError, render, render_store};
+use crate::tools::{self, DirState, ToolError};
 use strata_log::internals::inspect::{self, DumpOptions, store as store_files};
+
+mod log;
+mod store;
 
 #[derive(clap::Args)]
 pub(crate) struct DumpArgs {
@@ -47,7 +50,7 @@ pub(super) fn run(args: DumpArgs, out: &mut dyn Write) -> Result<ExitCode, ToolE
     if args.index_sanity_check {
         let checks = inspect::index_sanity(&args.path)?;
         let ok = checks.iter().all(|c| c.problem.is_none());
-        return verdict(clean(ok), print(out, args.json, &checks, |out, checks| render::index_sanity(out, checks)));
+        return verdict(clean(ok), print(out, args.json, &checks, |out, checks| log::render_index_sanity(out, checks)));
     }
     let options = DumpOptions {
         records: args.records || args.max_records.is_some(),
@@ -61,7 +64,7 @@ pub(super) fn run(args: DumpArgs, out: &mut dyn Write) -> Result<ExitCode, ToolE
         vec![inspect::dump_file_with(&args.path, &options)?]
     };
     let ok = dumps.iter().all(|d| d.damage().is_none());
-    verdict(clean(ok), print(out, args.json, &dumps, |out, dumps| dumps.iter().try_for_each(|d| render::dump(out, d))))
+    verdict(clean(ok), print(out, args.json, &dumps, |out, dumps| dumps.iter().try_for_each(|d| log::render(out, d))))
 }
 
 /// `dump` of a store root, a store file, or a directory of store files (a queue's, `index/`);
@@ -69,7 +72,7 @@ pub(super) fn run(args: DumpArgs, out: &mut dyn Write) -> Result<ExitCode, ToolE
 fn dump_store(path: &Path, as_json: bool, out: &mut dyn Write) -> Result<Option<ExitCode>, ToolError> {
     if store_files::is_store_root(path) {
         let dump = store_files::dump_store(path)?;
-        return verdict(clean(!dump.is_damaged()), print(out, as_json, &dump, render_store::dump_root)).map(Some);
+        return verdict(clean(!dump.is_damaged()), print(out, as_json, &dump, store::render_root)).map(Some);
     }
     let dumps = if path.is_dir() {
         store_files::dump_store_files_in(path)?
@@ -82,6 +85,6 @@ fn dump_store(path: &Path, as_json: bool, out: &mut dyn Write) -> Result<Option<
         return Ok(None);
     }
     let ok = dumps.iter().all(|d| d.problems().is_empty());
-    let written = print(out, as_json, &dumps, |out, dumps| dumps.iter().try_for_each(|d| render_store::dump(out, d)));
+    let written = print(out, as_json, &dumps, |out, dumps| dumps.iter().try_for_each(|d| store::render(out, d)));
     verdict(clean(ok), written).map(Some)
 }
