@@ -40,52 +40,70 @@ pub(super) fn run(args: RecoverArgs, out: &mut dyn Write) -> Result<ExitCode, To
 
 /// `recover`: what it did, would do, or refused to do, in sentences.
 fn render(out: &mut dyn Write, dir: &Path, o: &RecoverOutcome, force: bool) -> io::Result<()> {
-    let b = &o.before;
-    let shape = |start: u64, next: u64, records: u64, bytes: u64| {
-        format!("offsets [{start}, {next}), {records} {}, {}", plural(records, "record", "records"), human_bytes(bytes))
-    };
+    if o.refused {
+        render_refusal(out, dir, o)
+    } else if o.dry_run {
+        render_plan(out, o, force)
+    } else {
+        render_repairs(out, dir, o)
+    }
+}
+
+/// A log's extent: `offsets [0, 8), 8 records, 400 B`.
+fn shape(start: u64, next: u64, records: u64, bytes: u64) -> String {
+    format!("offsets [{start}, {next}), {records} {}, {}", plural(records, "record", "records"), human_bytes(bytes))
+}
+
+/// A refusal: why, the findings behind it, and the command that would go ahead.
+fn render_refusal(out: &mut dyn Write, dir: &Path, o: &RecoverOutcome) -> io::Result<()> {
     let errors = || o.found.iter().filter(|f| f.severity == Severity::Error);
     let damage = errors().any(|f| f.data && !f.foreign);
     let foreign = errors().any(|f| f.foreign);
-    if o.refused {
-        let what = match (damage, foreign) {
-            (true, true) => "has damage to acknowledged records and a foreign file",
-            (false, true) => "holds a file that is not part of the log",
-            _ => "has damage to acknowledged records",
-        };
-        writeln!(out, "refused: {} {what}; nothing was changed", dir.display())?;
-        for f in errors() {
-            finding(out, f)?;
-        }
-        let dir = dir.display();
-        if damage {
-            writeln!(
-                out,
-                "run `strata recover --force {dir}` to cut the log at the damage (the damaged segment is kept as .corrupt)"
-            )?;
-        }
-        if foreign {
-            writeln!(
-                out,
-                "run `strata recover --force {dir}` to set the foreign file aside as .foreign (it holds no record of \
-                 the log: nothing is lost)"
-            )?;
-        }
-        return Ok(());
+    let what = match (damage, foreign) {
+        (true, true) => "has damage to acknowledged records and a foreign file",
+        (false, true) => "holds a file that is not part of the log",
+        _ => "has damage to acknowledged records",
+    };
+    writeln!(out, "refused: {} {what}; nothing was changed", dir.display())?;
+    for f in errors() {
+        finding(out, f)?;
     }
-    if o.dry_run {
-        writeln!(out, "dry run: nothing was changed")?;
-        let rp = o.recovery_point.map_or_else(|| "none".to_owned(), |rp| rp.to_string());
-        writeln!(out, "log: {} valid; recovery point {rp}", shape(b.start_offset, b.next_offset, b.records, b.bytes))?;
-        let plan = plan(o, force);
-        if plan.is_empty() {
-            writeln!(out, "recovery would scan the log and find nothing to repair")?;
-        }
-        for line in plan {
-            writeln!(out, "{line}")?;
-        }
-        return Ok(());
+    let dir = dir.display();
+    if damage {
+        writeln!(
+            out,
+            "run `strata recover --force {dir}` to cut the log at the damage (the damaged segment is kept as .corrupt)"
+        )?;
     }
+    if foreign {
+        writeln!(
+            out,
+            "run `strata recover --force {dir}` to set the foreign file aside as .foreign (it holds no record of \
+             the log: nothing is lost)"
+        )?;
+    }
+    Ok(())
+}
+
+/// A dry run: the log as it is, then what recovery would do.
+fn render_plan(out: &mut dyn Write, o: &RecoverOutcome, force: bool) -> io::Result<()> {
+    let b = &o.before;
+    writeln!(out, "dry run: nothing was changed")?;
+    let rp = o.recovery_point.map_or_else(|| "none".to_owned(), |rp| rp.to_string());
+    writeln!(out, "log: {} valid; recovery point {rp}", shape(b.start_offset, b.next_offset, b.records, b.bytes))?;
+    let plan = plan(o, force);
+    if plan.is_empty() {
+        writeln!(out, "recovery would scan the log and find nothing to repair")?;
+    }
+    for line in plan {
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
+}
+
+/// A recovery that ran: the log now, every change it made (or that there was none), and the
+/// acknowledged records it lost.
+fn render_repairs(out: &mut dyn Write, dir: &Path, o: &RecoverOutcome) -> io::Result<()> {
     let a = o.after.unwrap_or_default();
     writeln!(
         out,
@@ -109,36 +127,37 @@ fn render(out: &mut dyn Write, dir: &Path, o: &RecoverOutcome, force: bool) -> i
         let segments = o.indexes_rebuilt.min(a.segments.max(1));
         writeln!(out, "rebuilt the indexes of {segments} {}", plural(segments, "segment", "segments"))?;
     }
-    for f in &o.files_deleted {
-        changed = true;
-        writeln!(out, "deleted {}", f.display())?;
-    }
-    for f in &o.files_kept_corrupt {
-        changed = true;
-        writeln!(out, "kept the damaged segment as {}", f.display())?;
-    }
-    for f in &o.files_kept_removed {
-        changed = true;
-        writeln!(out, "kept {} (a healthy segment after the damage; its records left the log)", f.display())?;
-    }
-    for f in &o.files_kept_foreign {
-        changed = true;
-        writeln!(out, "set aside {} (not part of the log; nothing of the log was in it)", f.display())?;
+    let files = [
+        (&o.files_deleted, "deleted ", ""),
+        (&o.files_kept_corrupt, "kept the damaged segment as ", ""),
+        (&o.files_kept_removed, "kept ", " (a healthy segment after the damage; its records left the log)"),
+        (&o.files_kept_foreign, "set aside ", " (not part of the log; nothing of the log was in it)"),
+    ];
+    for (files, done, why) in files {
+        for f in files {
+            changed = true;
+            writeln!(out, "{done}{}{why}", f.display())?;
+        }
     }
     if o.acknowledged_records_lost > 0 {
-        let n = o.acknowledged_records_lost;
-        // Records in damaged batches count as lost, but could not be counted as valid ones removed.
-        let damaged = match n.saturating_sub(o.records_removed) {
-            0 => String::new(),
-            d if d == n => " in the damaged data".to_owned(),
-            d => format!(", {d} of them in the damaged data"),
-        };
-        writeln!(out, "lost {n} acknowledged {} (below the recovery point){damaged}", plural(n, "record", "records"))?;
+        writeln!(out, "{}", lost(o))?;
     }
     if !changed {
         writeln!(out, "nothing to repair")?;
     }
     Ok(())
+}
+
+/// `lost 12 acknowledged records (below the recovery point), 3 of them in the damaged data`.
+fn lost(o: &RecoverOutcome) -> String {
+    let n = o.acknowledged_records_lost;
+    // Records in damaged batches count as lost, but could not be counted as valid ones removed.
+    let damaged = match n.saturating_sub(o.records_removed) {
+        0 => String::new(),
+        d if d == n => " in the damaged data".to_owned(),
+        d => format!(", {d} of them in the damaged data"),
+    };
+    format!("lost {n} acknowledged {} (below the recovery point){damaged}", plural(n, "record", "records"))
 }
 
 /// What a cut removes: `offsets 84–199 (29 valid records, 720 B, and 2.1 KiB of torn or damaged

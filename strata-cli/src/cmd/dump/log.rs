@@ -1,107 +1,141 @@
 //! The text of `dump` for a log's files.
 
 use std::io::{self, Write};
+use std::path::Path;
 
 use crate::tools::text::{human_bytes, iso_ms, plural};
-use strata_log::internals::inspect::{BatchInfo, Dump, IndexSanity};
+use strata_log::internals::inspect::{BatchInfo, Damage, Dump, IndexSanity};
+use strata_log::internals::{Checkpoint, CleanShutdown, LogMeta, OffsetEntry, TimeEntry};
 
 /// `dump`: each file with its contents, then its damage.
 pub(super) fn render(out: &mut dyn Write, dump: &Dump) -> io::Result<()> {
     let path = match dump {
         Dump::Log { path, batches, valid_len, file_len, .. } => {
-            writeln!(
-                out,
-                "{}: segment, {} {}, {} of data in a {} file",
-                path.display(),
-                batches.len(),
-                plural(batches.len() as u64, "batch", "batches"),
-                human_bytes(*valid_len),
-                human_bytes(*file_len)
-            )?;
-            for b in batches {
-                render_batch(out, b)?;
-            }
+            render_segment(out, path, batches, *valid_len, *file_len)?;
             path
         }
         Dump::Index { path, entries, .. } => {
-            let n = entries.len() as u64;
-            writeln!(out, "{}: offset index, {n} {}", path.display(), plural(n, "entry", "entries"))?;
-            for e in entries {
-                writeln!(out, "  relative offset {:>10}  position {}", e.relative_offset, e.position)?;
-            }
+            render_offset_index(out, path, entries)?;
             path
         }
         Dump::TimeIndex { path, entries, .. } => {
-            let n = entries.len() as u64;
-            writeln!(out, "{}: time index, {n} {}", path.display(), plural(n, "entry", "entries"))?;
-            for e in entries {
-                writeln!(out, "  {}  relative offset {}", iso_ms(e.timestamp_ms), e.relative_offset)?;
-            }
+            render_time_index(out, path, entries)?;
             path
         }
         Dump::Checkpoint { path, checkpoint, .. } => {
-            match checkpoint {
-                Some(c) => writeln!(
-                    out,
-                    "{}: checkpoint: log start offset {}, recovery point {}",
-                    path.display(),
-                    c.log_start_offset,
-                    c.recovery_point
-                )?,
-                None => writeln!(out, "{}: checkpoint, unreadable", path.display())?,
-            }
+            writeln!(out, "{}: {}", path.display(), checkpoint_text(checkpoint.as_ref()))?;
             path
         }
         Dump::CleanerCheckpoint { path, cleaned_up_to, .. } => {
-            match cleaned_up_to {
-                Some(offset) => writeln!(out, "{}: cleaner checkpoint: cleaned up to offset {offset}", path.display())?,
-                None => writeln!(out, "{}: cleaner checkpoint, unreadable", path.display())?,
-            }
+            writeln!(out, "{}: {}", path.display(), cleaner_checkpoint_text(*cleaned_up_to))?;
             path
         }
         Dump::CleanShutdown { path, marker, .. } => {
-            match marker {
-                Some(m) => writeln!(
-                    out,
-                    "{}: clean-shutdown marker: next offset {}, active segment {} with {} of data",
-                    path.display(),
-                    m.next_offset,
-                    m.active_base,
-                    human_bytes(u64::from(m.active_len))
-                )?,
-                None => writeln!(out, "{}: clean-shutdown marker, unreadable", path.display())?,
-            }
+            writeln!(out, "{}: {}", path.display(), clean_shutdown_text(marker.as_ref()))?;
             path
         }
         Dump::Meta { path, meta, .. } => {
-            match meta {
-                Some(m) if m.version > strata_log::internals::format::META_VERSION => writeln!(
-                    out,
-                    "{}: log metadata of format version {}, newer than this build reads (its fields are not shown)",
-                    path.display(),
-                    m.version
-                )?,
-                Some(m) => writeln!(
-                    out,
-                    "{}: log metadata: format version {}, features {:#x}, segment_bytes {}, index_bytes {}, index_interval_bytes {}",
-                    path.display(),
-                    m.version,
-                    m.features,
-                    m.segment_bytes,
-                    m.index_bytes,
-                    m.index_interval_bytes
-                )?,
-                None => writeln!(out, "{}: log metadata, unreadable", path.display())?,
-            }
+            writeln!(out, "{}: {}", path.display(), meta_text(meta.as_ref()))?;
             path
         }
         Dump::Other { path, len } => {
             return writeln!(out, "{}: {} (not a log file)", path.display(), human_bytes(*len));
         }
     };
-    match dump.damage() {
-        Some(d) => writeln!(out, "  DAMAGE in {} at position {}: {}", path.display(), d.position, d.reason),
-        None => Ok(()),
+    dump.damage().map_or(Ok(()), |damage| render_damage(out, path, damage))
+}
+
+/// The damage found in a file (of a log or a store), on a line of its own.
+pub(super) fn render_damage(out: &mut dyn Write, path: &Path, damage: &Damage) -> io::Result<()> {
+    writeln!(out, "  DAMAGE in {} at position {}: {}", path.display(), damage.position, damage.reason)
+}
+
+/// A `.log` segment: its size, then a line per batch.
+fn render_segment(
+    out: &mut dyn Write,
+    path: &Path,
+    batches: &[BatchInfo],
+    valid_len: u64,
+    file_len: u64,
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "{}: segment, {} {}, {} of data in a {} file",
+        path.display(),
+        batches.len(),
+        plural(batches.len() as u64, "batch", "batches"),
+        human_bytes(valid_len),
+        human_bytes(file_len)
+    )?;
+    for b in batches {
+        render_batch(out, b)?;
+    }
+    Ok(())
+}
+
+/// A `.index` file: a line per entry.
+fn render_offset_index(out: &mut dyn Write, path: &Path, entries: &[OffsetEntry]) -> io::Result<()> {
+    let n = entries.len() as u64;
+    writeln!(out, "{}: offset index, {n} {}", path.display(), plural(n, "entry", "entries"))?;
+    for e in entries {
+        writeln!(out, "  relative offset {:>10}  position {}", e.relative_offset, e.position)?;
+    }
+    Ok(())
+}
+
+/// A `.timeindex` file: a line per entry.
+fn render_time_index(out: &mut dyn Write, path: &Path, entries: &[TimeEntry]) -> io::Result<()> {
+    let n = entries.len() as u64;
+    writeln!(out, "{}: time index, {n} {}", path.display(), plural(n, "entry", "entries"))?;
+    for e in entries {
+        writeln!(out, "  {}  relative offset {}", iso_ms(e.timestamp_ms), e.relative_offset)?;
+    }
+    Ok(())
+}
+
+/// The `checkpoint` file, after its path.
+fn checkpoint_text(checkpoint: Option<&Checkpoint>) -> String {
+    match checkpoint {
+        Some(c) => {
+            format!("checkpoint: log start offset {}, recovery point {}", c.log_start_offset, c.recovery_point)
+        }
+        None => "checkpoint, unreadable".to_owned(),
+    }
+}
+
+/// The `cleaner-checkpoint` file, after its path.
+fn cleaner_checkpoint_text(cleaned_up_to: Option<u64>) -> String {
+    match cleaned_up_to {
+        Some(offset) => format!("cleaner checkpoint: cleaned up to offset {offset}"),
+        None => "cleaner checkpoint, unreadable".to_owned(),
+    }
+}
+
+/// The `.clean-shutdown` marker, after its path.
+fn clean_shutdown_text(marker: Option<&CleanShutdown>) -> String {
+    match marker {
+        Some(m) => format!(
+            "clean-shutdown marker: next offset {}, active segment {} with {} of data",
+            m.next_offset,
+            m.active_base,
+            human_bytes(u64::from(m.active_len))
+        ),
+        None => "clean-shutdown marker, unreadable".to_owned(),
+    }
+}
+
+/// The `log.meta` file, after its path (only the version of one newer than this build).
+fn meta_text(meta: Option<&LogMeta>) -> String {
+    match meta {
+        Some(m) if m.version > strata_log::internals::format::META_VERSION => format!(
+            "log metadata of format version {}, newer than this build reads (its fields are not shown)",
+            m.version
+        ),
+        Some(m) => format!(
+            "log metadata: format version {}, features {:#x}, segment_bytes {}, index_bytes {}, index_interval_bytes {}",
+            m.version, m.features, m.segment_bytes, m.index_bytes, m.index_interval_bytes
+        ),
+        None => "log metadata, unreadable".to_owned(),
     }
 }
 
