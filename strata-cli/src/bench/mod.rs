@@ -246,11 +246,6 @@ pub const MAX_RECORDS: u64 = 100_000_000;
 /// The most operations of a durable phase (`--durable-ops`; each is also time-boxed).
 pub const MAX_DURABLE_OPS: u64 = 10_000_000;
 
-/// `1 pass`, `2 passes`.
-pub(crate) fn count(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
 /// `MemAvailable` from `/proc/meminfo`, if it can be read.
 fn available_memory() -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;

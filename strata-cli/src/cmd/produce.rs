@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use super::{Notes, finished, parse_policy, stop_flag};
-use crate::tools::text::{human_bytes, plural};
+use crate::tools::text::{count, human_bytes};
 use crate::tools::{self, DirState, Framing, ProduceOptions, ProduceSummary, ToolError};
 use strata_log::internals::inspect;
 use strata_log::{Error, FlushPolicy, LogConfig};
@@ -198,20 +198,23 @@ fn summarise(args: &ProduceArgs, summary: &ProduceSummary, notes: Notes, failed:
     Ok(())
 }
 
-/// `produce`'s closing summary.
-fn render_summary(out: &mut dyn Write, s: &ProduceSummary) -> io::Result<()> {
+/// What was stored: `3 records (153 B) at offsets 0–2`.
+fn stored(s: &ProduceSummary) -> String {
     let offsets = match (s.first_offset, s.last_offset) {
         (Some(first), Some(last)) if first == last => format!(" at offset {first}"),
         (Some(first), Some(last)) => format!(" at offsets {first}–{last}"),
         _ => String::new(),
     };
+    format!("{} ({}){offsets}", count(s.records, "record", "records"), human_bytes(s.bytes))
+}
+
+/// `produce`'s closing summary.
+fn render_summary(out: &mut dyn Write, s: &ProduceSummary) -> io::Result<()> {
     let prefix = if s.interrupted { "interrupted; " } else { "" };
     writeln!(
         out,
-        "{prefix}produced {} {} ({}){offsets} in {:.2} s: {:.0} records/s, {}/s",
-        s.records,
-        plural(s.records, "record", "records"),
-        human_bytes(s.bytes),
+        "{prefix}produced {} in {:.2} s: {:.0} records/s, {}/s",
+        stored(s),
         s.seconds,
         s.records_per_sec(),
         human_bytes(s.bytes_per_sec() as u64)
@@ -220,16 +223,5 @@ fn render_summary(out: &mut dyn Write, s: &ProduceSummary) -> io::Result<()> {
 
 /// What a `produce` that failed part-way had already stored (the records stay in the log).
 fn render_failed(out: &mut dyn Write, s: &ProduceSummary) -> io::Result<()> {
-    let offsets = match (s.first_offset, s.last_offset) {
-        (Some(first), Some(last)) if first == last => format!(" at offset {first}"),
-        (Some(first), Some(last)) => format!(" at offsets {first}–{last}"),
-        _ => String::new(),
-    };
-    writeln!(
-        out,
-        "stored {} {} ({}){offsets} before the error; they stay in the log",
-        s.records,
-        plural(s.records, "record", "records"),
-        human_bytes(s.bytes)
-    )
+    writeln!(out, "stored {} before the error; they stay in the log", stored(s))
 }

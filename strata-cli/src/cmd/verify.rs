@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::{clean, print, verdict};
-use crate::tools::text::{human_bytes, plural};
+use crate::tools::text::{count, human_bytes, plural};
 use crate::tools::{self, ToolError};
 use strata_log::LogConfig;
 use strata_log::internals::inspect::store::{self as store_files, StoreVerifyReport};
@@ -50,27 +50,15 @@ fn render_log(out: &mut dyn Write, r: &VerifyReport) -> io::Result<()> {
     let recovery_point = r.recovery_point.map_or_else(|| "none".to_owned(), |rp| rp.to_string());
     writeln!(
         out,
-        "{} {}, {} {}, {} {}, {}; offsets [{}, {}); recovery point {recovery_point}",
-        r.segments,
-        plural(r.segments, "segment", "segments"),
-        r.batches,
-        plural(r.batches, "batch", "batches"),
-        r.records,
-        plural(r.records, "record", "records"),
+        "{}, {}, {}, {}; offsets [{}, {}); recovery point {recovery_point}",
+        count(r.segments, "segment", "segments"),
+        count(r.batches, "batch", "batches"),
+        count(r.records, "record", "records"),
         human_bytes(r.bytes),
         r.start_offset,
         r.next_offset
     )?;
-    for f in &r.findings {
-        finding(out, f)?;
-    }
-    let (errors, notes) = (r.errors().count() as u64, r.notes().count() as u64);
-    let notes_text = format!("{notes} {}", plural(notes, "note", "notes"));
-    if errors == 0 {
-        writeln!(out, "clean{}", if notes > 0 { format!(" ({notes_text})") } else { String::new() })
-    } else {
-        writeln!(out, "damage found: {errors} {}, {notes_text}", plural(errors, "error", "errors"))
-    }
+    render_findings(out, &r.findings)
 }
 
 /// `verify` of a store root: the commit log's totals, the store's, every finding, a verdict.
@@ -78,40 +66,42 @@ fn render_store(out: &mut dyn Write, r: &StoreVerifyReport) -> io::Result<()> {
     let log = &r.commit_log;
     writeln!(
         out,
-        "commit log: {} {}, {} {}; offsets [{}, {})",
-        log.segments,
-        plural(log.segments, "segment", "segments"),
-        log.records,
-        plural(log.records, "record", "records"),
+        "commit log: {}, {}; offsets [{}, {})",
+        count(log.segments, "segment", "segments"),
+        count(log.records, "record", "records"),
         log.start_offset,
         log.next_offset
     )?;
     let checkpoint = r.dispatched_up_to.map_or_else(|| "none".to_owned(), |x| x.to_string());
     writeln!(
         out,
-        "store: {} {} with {} {}, {} index {} with {} {}, {} messages read, {} consumer {}; dispatched up to {checkpoint}",
-        r.queues,
-        plural(r.queues, "queue", "queues"),
-        r.queue_entries,
-        plural(r.queue_entries, "entry", "entries"),
+        "store: {} with {}, {} index {} with {}, {} messages read, {} consumer {}; dispatched up to {checkpoint}",
+        count(r.queues, "queue", "queues"),
+        count(r.queue_entries, "entry", "entries"),
         r.index_files,
         plural(r.index_files, "file", "files"),
-        r.index_entries,
-        plural(r.index_entries, "entry", "entries"),
+        count(r.index_entries, "entry", "entries"),
         r.messages_checked,
         r.consumer_offsets,
         plural(r.consumer_offsets, "offset", "offsets"),
     )?;
-    let all: Vec<_> = log.findings.iter().chain(&r.findings).collect();
-    for f in &all {
+    render_findings(out, log.findings.iter().chain(&r.findings))
+}
+
+/// Every finding, then the verdict: `clean (2 notes)` or `damage found: 1 error, 0 notes`.
+fn render_findings<'a>(out: &mut dyn Write, findings: impl IntoIterator<Item = &'a Finding>) -> io::Result<()> {
+    let (mut errors, mut notes) = (0, 0);
+    for f in findings {
         finding(out, f)?;
+        match f.severity {
+            Severity::Error => errors += 1,
+            Severity::Note => notes += 1,
+        }
     }
-    let errors = all.iter().filter(|f| f.severity == strata_log::internals::inspect::Severity::Error).count() as u64;
-    let notes = all.len() as u64 - errors;
-    let notes_text = format!("{notes} {}", plural(notes, "note", "notes"));
+    let notes_text = count(notes, "note", "notes");
     if errors == 0 {
         writeln!(out, "clean{}", if notes > 0 { format!(" ({notes_text})") } else { String::new() })
     } else {
-        writeln!(out, "damage found: {errors} {}, {notes_text}", plural(errors, "error", "errors"))
+        writeln!(out, "damage found: {}, {notes_text}", count(errors, "error", "errors"))
     }
 }
