@@ -268,3 +268,41 @@ fn parse_policy(text: &str) -> Result<FlushPolicy, String> {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn corrupt(file: &str, reason: Corruption) -> ToolError {
+        ToolError::Log(Error::Corrupt { path: Path::new("logs/a").join(file), position: 51, reason })
+    }
+
+    #[test]
+    fn how_a_run_ends() {
+        let closed = Exit::of(Err(ToolError::Output(io::ErrorKind::BrokenPipe.into())));
+        assert!(closed.code == ExitCode::SUCCESS && closed.message.is_none(), "a closed pipe is no error");
+        let usage = Exit::of(Err(ToolError::Usage("no".to_owned())));
+        assert!(usage.code == ExitCode::from(2) && usage.message.as_deref() == Some("strata: no"));
+        let crc = Corruption::CrcMismatch { stored: 1, computed: 2 };
+        let damage = Exit::of(Err(corrupt("00000000000000000000.log", crc)));
+        let message = damage.message.unwrap_or_default();
+        assert!(
+            damage.code == ExitCode::from(1) && message.contains("`strata recover --force logs/a` cuts"),
+            "{message}"
+        );
+        let foreign = Exit::of(Err(corrupt("x.log", Corruption::ForeignFile("not ours")))).message.unwrap_or_default();
+        assert!(foreign.contains("sets it aside as .foreign"), "{foreign}");
+    }
+
+    #[test]
+    fn runs_in_process() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let missing = dir.path().join("missing");
+        let cli = Cli::try_parse_from(["strata".as_ref(), "offsets".as_ref(), missing.as_os_str()]).expect("parses");
+        let mut out = Vec::new();
+        let refused = run(cli, &mut out).expect_err("no log there").to_string();
+        assert!(refused.ends_with("missing: no such directory") && out.is_empty(), "{refused}");
+        let cli = Cli::try_parse_from(["strata", "completions", "bash"]).expect("parses");
+        assert!(run(cli, &mut out).is_ok_and(|code| code == ExitCode::SUCCESS) && !out.is_empty());
+    }
+}
