@@ -1,11 +1,10 @@
-//! The commands of the `strata` binary that act on a log (`produce`, `consume`, `offsets` and the
-//! admin commands `truncate`, `delete-before`, `compact`) as library functions over any reader and
-//! writer, returning values, so they are tested without a process and the binary only prints.
+//! The work of the `strata` commands that act on a log (`produce`, `consume`, `offsets` and the
+//! admin commands `truncate`, `delete-before`, `compact`) or a message store (`store`) as library
+//! functions over any reader and writer, returning values, so they are tested without a process;
+//! `cmd` turns arguments into their options and prints what they return.
 
 pub mod consume;
 pub mod produce;
-pub mod render;
-pub mod render_store;
 pub mod store;
 pub mod text;
 

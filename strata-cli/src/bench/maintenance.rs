@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{BenchOptions, BenchResult, result};
+use crate::tools::text::count;
 use strata_log::{Log, LogConfig, Record, Result};
 
 type Progress<'a> = &'a mut dyn FnMut(&str, u64, u64);
@@ -71,10 +72,10 @@ pub(super) fn compaction(dir: &Path, options: &BenchOptions, progress: Progress<
         result("compaction", report.records_kept + report.records_removed, report.bytes_before, elapsed, vec![elapsed]);
     r.note = Some(format!(
         "{}, {:.1} MB -> {:.1} MB, {} removed",
-        super::count(report.segments_cleaned, "segment", "segments"),
+        count(report.segments_cleaned, "segment", "segments"),
         report.bytes_before as f64 / 1e6,
         report.bytes_after as f64 / 1e6,
-        super::count(report.records_removed, "record", "records")
+        count(report.records_removed, "record", "records")
     ));
     Ok(r)
 }
@@ -149,11 +150,11 @@ pub(super) fn append_beside(
         Background::Idle => None,
         Background::Deletion => Some(format!(
             "{}, {} deleted",
-            super::count(background_runs, "deletion call", "deletion calls"),
-            super::count(metrics.retention_deletions, "segment", "segments")
+            count(background_runs, "deletion call", "deletion calls"),
+            count(metrics.retention_deletions, "segment", "segments")
         )),
         Background::Compaction => {
-            let passes = super::count(metrics.compaction_passes, "compaction pass", "compaction passes");
+            let passes = count(metrics.compaction_passes, "compaction pass", "compaction passes");
             Some(format!("{passes}, ratio {:.2}", metrics.compaction_ratio))
         }
     };

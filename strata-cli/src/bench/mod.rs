@@ -5,7 +5,7 @@
 //! store's puts (against `Log::append` of the same records), dispatch lag, gets, key queries and
 //! recovery. Phases run interleaved
 //! (run 1 of every phase, then run 2, …) with a `sync` between them, and the median run is
-//! reported. Library code returning values; the binary renders them.
+//! reported. Library code returning values; `strata bench` (`cmd`) renders them.
 
 mod budget;
 mod channel;
@@ -245,11 +245,6 @@ impl BenchOptions {
 pub const MAX_RECORDS: u64 = 100_000_000;
 /// The most operations of a durable phase (`--durable-ops`; each is also time-boxed).
 pub const MAX_DURABLE_OPS: u64 = 10_000_000;
-
-/// `1 pass`, `2 passes`.
-pub(crate) fn count(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
 
 /// `MemAvailable` from `/proc/meminfo`, if it can be read.
 fn available_memory() -> Option<u64> {

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{BenchOptions, BenchResult, result};
+use crate::tools::text::count;
 use strata_log::internals::format::{
     CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, STORE_ABORT_FILE, STORE_CHECKPOINT_FILE, STORE_COMMIT_LOG_DIR,
 };
@@ -305,7 +306,7 @@ fn query_by_key(store: &MessageStore, options: &BenchOptions, progress: Progress
     let queries = latencies.len() as u64;
     let mut r = result(name, queries, 0, elapsed, latencies);
     if misses > 0 {
-        r.note = Some(format!("{} did not find exactly their message", super::count(misses, "query", "queries")));
+        r.note = Some(format!("{} did not find exactly their message", count(misses, "query", "queries")));
     }
     Ok(r)
 }

@@ -3,6 +3,7 @@
 //! printing what another process appends.
 
 use std::io::Write;
+use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -222,41 +223,15 @@ pub fn consume(
     }
     let mut summary = ConsumeSummary::default();
     let limit = options.max_messages.unwrap_or(u64::MAX);
-    let mut end = options.end.unwrap_or(u64::MAX);
-    // An empty stray `.log` last (docs/DESIGN.md §4) is not where the log ends: a read-only view takes
-    // its base for the end and would blame the healthy segment before it. Stop where the data does.
-    if let (foreign, Some(real_end)) = inspect::empty_foreign_files(dir)? {
-        let files: Vec<String> = foreign.iter().map(|f| f.display().to_string()).collect();
-        tracing::warn!(files = %files.join(", "), end = real_end, "foreign segment file left out; `strata verify` names it");
-        end = end.min(real_end);
-    }
+    let end = data_end(dir, options.end.unwrap_or(u64::MAX))?;
     // Read failures in a row at the same offset: with --follow, a writer truncating or deleting
     // under the view makes a read fail once; a fresh view then reads on. Damage fails every time.
     let mut failures = 0;
     loop {
         if reached && next < end && summary.records < limit {
             let before = next;
-            let mut failed = None;
-            match log.records(next..end) {
-                Ok(mut records) => {
-                    for record in records.by_ref() {
-                        let record = match record {
-                            Ok(record) => record,
-                            Err(e) => {
-                                failed = Some(e);
-                                break;
-                            }
-                        };
-                        write_record(out, &record, &options.output)?;
-                        summary.records += 1;
-                        if summary.records >= limit || stop.load(Ordering::Relaxed) {
-                            break;
-                        }
-                    }
-                    next = next.max(records.next_offset());
-                }
-                Err(e) => failed = Some(e),
-            }
+            let failed;
+            (next, failed) = print_records(&log, next..end, options, out, stop, &mut summary)?;
             failures = if next > before { 0 } else { failures };
             if let Some(e) = failed {
                 failures += 1;
@@ -289,6 +264,53 @@ pub fn consume(
     }
     summary.next_offset = next;
     Ok(summary)
+}
+
+/// `end`, or where the data ends if that is before it: an empty stray `.log` last
+/// (docs/DESIGN.md §4) is not where the log ends, but a read-only view takes its base for the end
+/// and would blame the healthy segment before it.
+fn data_end(dir: &Path, end: u64) -> Result<u64, ToolError> {
+    if let (foreign, Some(real_end)) = inspect::empty_foreign_files(dir)? {
+        let files: Vec<String> = foreign.iter().map(|f| f.display().to_string()).collect();
+        tracing::warn!(files = %files.join(", "), end = real_end, "foreign segment file left out; `strata verify` names it");
+        return Ok(end.min(real_end));
+    }
+    Ok(end)
+}
+
+/// One pass over `range` of `log`: prints its records until the range ends, `max_messages` are
+/// printed or `stop` is set. Returns the offset it got to and the read failure that ended it, if
+/// one did (the records before the failure are printed).
+fn print_records(
+    log: &Log,
+    range: Range<u64>,
+    options: &ConsumeOptions,
+    out: &mut dyn Write,
+    stop: &AtomicBool,
+    summary: &mut ConsumeSummary,
+) -> Result<(u64, Option<strata_log::Error>), ToolError> {
+    let limit = options.max_messages.unwrap_or(u64::MAX);
+    let next = range.start;
+    let mut records = match log.records(range) {
+        Ok(records) => records,
+        Err(e) => return Ok((next, Some(e))),
+    };
+    let mut failed = None;
+    for record in records.by_ref() {
+        let record = match record {
+            Ok(record) => record,
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        };
+        write_record(out, &record, &options.output)?;
+        summary.records += 1;
+        if summary.records >= limit || stop.load(Ordering::Relaxed) {
+            break;
+        }
+    }
+    Ok((next.max(records.next_offset()), failed))
 }
 
 /// How often `--follow` opens a fresh view after a read fails at one offset before it gives up.

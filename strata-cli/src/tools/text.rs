@@ -85,6 +85,16 @@ fn normalise_iso(text: &str) -> String {
     s
 }
 
+/// `one` if `n` is 1, else `many`: `format!("{n} {}", plural(n, "record", "records"))`.
+pub fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
+    if n == 1 { one } else { many }
+}
+
+/// `n` and what it counts: `1 pass`, `2 passes`.
+pub fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", plural(n, one, many))
+}
+
 /// Interprets the escapes a shell makes awkward to type: `\n`, `\t`, `\r`, `\0`, `\\` and `\xNN`.
 /// Any other backslash is kept as it is.
 pub fn unescape(text: &str) -> Result<Vec<u8>, String> {

@@ -1,0 +1,66 @@
+//! `strata store`: the message store's commands, one file each. Each opens the store read-write
+//! (reading ones never create it), says what its open repaired, and closes it cleanly.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::Subcommand;
+
+use super::Notes;
+use crate::tools::ToolError;
+use crate::tools::store::{self as store_tools, StoreFiles};
+use strata_log::{MessageStore, StoreConfig};
+
+mod get;
+mod put;
+mod query;
+mod stats;
+
+#[derive(Subcommand)]
+pub(crate) enum StoreCommand {
+    /// Put one message per line of stdin (the line is the body) into a topic's queue; prints
+    /// what was stored. Creates the store if needed.
+    Put(put::PutArgs),
+    /// Print messages of one queue: queue offset, log offset, time, tag, keys, body.
+    Get(get::GetArgs),
+    /// Find a topic's messages by key (the index), newest `--max`, in log order.
+    Query(query::QueryArgs),
+    /// Print the topics and queues with their offsets, the index files, and each consumer
+    /// group's committed offset and lag per queue.
+    Stats(stats::StatsArgs),
+}
+
+pub(super) fn run(command: StoreCommand, out: &mut dyn Write, notes: Notes) -> Result<ExitCode, ToolError> {
+    match command {
+        StoreCommand::Put(args) => put::run(args, out, notes),
+        StoreCommand::Get(args) => get::run(args, out, notes),
+        StoreCommand::Query(args) => query::run(args, out, notes),
+        StoreCommand::Stats(args) => stats::run(args, out),
+    }
+}
+
+/// Opens an existing store (reading commands never create one).
+fn open_existing(root: &Path, notes: Notes) -> Result<MessageStore, ToolError> {
+    store_tools::require_store(root)?;
+    open_noted(root, store_tools::store_config(root, &StoreFiles::default())?, notes)
+}
+
+/// Opens the store, saying in one line what the open repaired in its commit log.
+fn open_noted(root: &Path, config: StoreConfig, notes: Notes) -> Result<MessageStore, ToolError> {
+    let store = store_tools::open_store(root, config)?;
+    let commit_log = root.join(strata_log::internals::format::STORE_COMMIT_LOG_DIR);
+    notes.recovery(&commit_log, &store.metrics().log.recovery);
+    Ok(store)
+}
+
+/// Runs `work` on the store and closes it, whatever `work` returned (a failed close is the error).
+fn closing<T>(
+    root: &Path,
+    store: MessageStore,
+    work: impl FnOnce(&MessageStore) -> Result<T, ToolError>,
+) -> Result<T, ToolError> {
+    let done = work(&store);
+    store.close().map_err(|e| store_tools::store_error(root, e))?;
+    done
+}
