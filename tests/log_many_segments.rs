@@ -22,6 +22,8 @@ fn maps() -> usize {
 }
 
 #[test]
+// About two and a half minutes in a debug build: `.ci/run` runs it once, in its plain `cargo test`.
+#[cfg_attr(feature = "failpoints", ignore = "run by the plain `cargo test` (it is slow; once is enough)")]
 fn a_log_of_25000_segments_reads_in_full_under_the_default_config() {
     let dir = tempfile::tempdir().unwrap();
     let count = segments();
