@@ -18,8 +18,8 @@ use crate::store::state::StoreState;
 pub(crate) fn schedule(inner: &Arc<StoreState>, events: &EventHandle) {
     let flush = Duration::from_millis(inner.config.flush_interval_ms);
     every(Arc::downgrade(inner), events.clone(), flush, "store checkpoint", |inner| {
-        let checkpointed = checkpoint(inner);
-        sweep(inner).and(checkpointed)
+        let checkpointed = inner.write_checkpoint();
+        inner.sweep().and(checkpointed)
     });
     let offsets = Duration::from_millis(inner.config.offsets_flush_ms);
     every(Arc::downgrade(inner), events.clone(), offsets, "consumer offsets", |inner| {
@@ -52,58 +52,60 @@ fn every(
     }
 }
 
-/// Flushes every dispatcher and writes the store checkpoint: the offset below which every
-/// message's queue and index entries are durable. The user's dispatchers are flushed under the
-/// dispatch lock (their `flush` needs it), so what they were given below that offset is what they
-/// flushed. The queues and the index are flushed after it is released: each flush makes durable
-/// every entry appended before it began, which covers every message below the offset, and puts
-/// (which dispatch under that lock) do not wait for those fsyncs — with many queues, one per queue.
-pub(crate) fn checkpoint(inner: &StoreState) -> Result<()> {
-    let dispatched = {
-        let mut state = inner.dispatch.lock();
-        let dispatched = inner.progress.dispatched();
-        state.output.flush().map(|()| dispatched)
-    };
-    let queues = dispatcher::flush_queues(&inner.queues);
-    let index = inner.index.flush();
-    let flushed = dispatched.and_then(|dispatched| queues.and(index).map(|()| dispatched));
-    let dispatched = flushed.inspect_err(|_| Counters::add(&inner.counters.background_failures, 1))?;
-    if !inner.maintenance.checkpoint_is_new(dispatched) {
-        return Ok(());
+impl StoreState {
+    /// Flushes every dispatcher and writes the store checkpoint: the offset below which every
+    /// message's queue and index entries are durable. The user's dispatchers are flushed under the
+    /// dispatch lock (their `flush` needs it), so what they were given below that offset is what they
+    /// flushed. The queues and the index are flushed after it is released: each flush makes durable
+    /// every entry appended before it began, which covers every message below the offset, and puts
+    /// (which dispatch under that lock) do not wait for those fsyncs — with many queues, one per queue.
+    pub(crate) fn write_checkpoint(&self) -> Result<()> {
+        let dispatched = {
+            let mut state = self.dispatch.lock();
+            let dispatched = self.progress.dispatched();
+            state.output.flush().map(|()| dispatched)
+        };
+        let queues = dispatcher::flush_queues(&self.queues);
+        let index = self.index.flush();
+        let flushed = dispatched.and_then(|dispatched| queues.and(index).map(|()| dispatched));
+        let dispatched = flushed.inspect_err(|_| Counters::add(&self.counters.background_failures, 1))?;
+        if !self.maintenance.checkpoint_is_new(dispatched) {
+            return Ok(());
+        }
+        crate::failpoint::crash_point!("store_before_checkpoint");
+        checkpoint::write(&self.root, dispatched)
+            .inspect_err(|_| Counters::add(&self.counters.background_failures, 1))?;
+        self.maintenance.checkpointed(dispatched);
+        Counters::add(&self.counters.checkpoints, 1);
+        Ok(())
     }
-    crate::failpoint::crash_point!("store_before_checkpoint");
-    checkpoint::write(&inner.root, dispatched)
-        .inspect_err(|_| Counters::add(&inner.counters.background_failures, 1))?;
-    inner.maintenance.checkpointed(dispatched);
-    Counters::add(&inner.counters.checkpoints, 1);
-    Ok(())
-}
 
-/// Retention (docs/DESIGN.md §11): once the commit log's start moved, deletes the queue files whose
-/// entries all point below it and the index files that end below it.
-pub(crate) fn sweep(inner: &StoreState) -> Result<()> {
-    let start = inner.log.start_offset();
-    if !inner.maintenance.sweep_is_due(start) {
-        return Ok(());
-    }
-    let mut first = Ok(());
-    for (_, _, queue) in inner.queues.all() {
-        if let Err(error) = queue.delete_files_below(start)
-            && first.is_ok()
-        {
-            first = Err(error);
+    /// Retention (docs/DESIGN.md §11): once the commit log's start moved, deletes the queue files whose
+    /// entries all point below it and the index files that end below it.
+    pub(crate) fn sweep(&self) -> Result<()> {
+        let start = self.log.start_offset();
+        if !self.maintenance.sweep_is_due(start) {
+            return Ok(());
         }
-    }
-    let index = inner.index.delete_files_below(start);
-    let swept = first.and(index.map(|_| ()));
-    match swept {
-        Ok(()) => {
-            inner.maintenance.swept(start);
-            Ok(())
+        let mut first = Ok(());
+        for (_, _, queue) in self.queues.all() {
+            if let Err(error) = queue.delete_files_below(start)
+                && first.is_ok()
+            {
+                first = Err(error);
+            }
         }
-        Err(error) => {
-            Counters::add(&inner.counters.background_failures, 1);
-            Err(error)
+        let index = self.index.delete_files_below(start);
+        let swept = first.and(index.map(|_| ()));
+        match swept {
+            Ok(()) => {
+                self.maintenance.swept(start);
+                Ok(())
+            }
+            Err(error) => {
+                Counters::add(&self.counters.background_failures, 1);
+                Err(error)
+            }
         }
     }
 }

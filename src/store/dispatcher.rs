@@ -121,126 +121,6 @@ impl Dispatch for IndexBuilder {
     // No `flush`: the checkpoint flushes the index itself after releasing the dispatch lock.
 }
 
-/// Dispatches the messages of `batches` from `inner.progress` on, advancing it batch by batch.
-/// On a failure the cursor is moved back to the message that failed and the error returned.
-fn dispatch_batches(
-    inner: &StoreState,
-    clock: &Clock,
-    log_start: u64,
-    batches: &[BatchView],
-    state: &mut DispatchState,
-) -> Result<()> {
-    let mut next = inner.progress.dispatched();
-    for batch in batches {
-        for record in batch.records() {
-            if record.offset() < next {
-                continue; // dispatched already (the cursor restarted inside this batch)
-            }
-            let result = match StoredMessage::decode(record.clone()) {
-                Ok(message) if validate_topic(message.topic()).is_ok() => {
-                    // A dispatcher that panics (a user's) fails this dispatch, which is retried:
-                    // unwinding here would leave the cursor past messages never dispatched.
-                    let request = DispatchRequest::of(&message, log_start);
-                    let dispatched = catch_unwind(AssertUnwindSafe(|| state.output.dispatch(&request)))
-                        .unwrap_or_else(|payload| Err(Error::panicked("a dispatcher", payload.as_ref())));
-                    if dispatched.is_ok() {
-                        inner.counters.dispatch_lag(clock.now_ms() - message.timestamp_ms());
-                    }
-                    dispatched
-                }
-                Ok(message) => {
-                    Counters::add(&inner.counters.not_messages, 1);
-                    tracing::error!(
-                        log_offset = record.offset(),
-                        topic = message.topic(),
-                        "a message with an invalid topic name skipped"
-                    );
-                    Ok(())
-                }
-                Err(error) => {
-                    Counters::add(&inner.counters.not_messages, 1);
-                    tracing::error!(%error, "a record that is not a message skipped");
-                    Ok(())
-                }
-            };
-            if let Err(error) = result {
-                inner.progress.advance(next);
-                state.cursor.seek(next);
-                return Err(error);
-            }
-            next = record.offset() + 1;
-        }
-        next = next.max(batch.last_offset() + 1);
-        inner.progress.advance(next);
-    }
-    Ok(())
-}
-
-/// Dispatches everything visible now, under the dispatch lock (`state`).
-pub(crate) fn dispatch_visible(inner: &StoreState, state: &mut DispatchState) -> Result<()> {
-    let clock = inner.log.config().clock.clone();
-    // The cursor never runs ahead of what is dispatched (a dispatch that failed or panicked
-    // after its batches were read).
-    state.cursor.seek(inner.progress.dispatched());
-    loop {
-        let batches = match state.cursor.next_batch(READ_BYTES) {
-            Ok(batches) => batches,
-            Err(Error::OffsetOutOfRange { start, .. }) if state.cursor.position() < start => {
-                // Retention removed messages before dispatch reached them.
-                let from = state.cursor.position();
-                tracing::warn!(from, to = start, "messages removed by retention before they were dispatched");
-                state.cursor.seek(start);
-                inner.progress.advance(start);
-                continue;
-            }
-            Err(error) => return Err(error),
-        };
-        if batches.is_empty() {
-            return Ok(());
-        }
-        // Read after the batches: retention may have moved the start since the call began (the
-        // branch above), and a stale start would make the queue builder refuse a message whose
-        // queue offset follows a gap retention left, then fill that gap over it.
-        let log_start = inner.log.start_offset();
-        dispatch_batches(inner, &clock, log_start, &batches, state)?;
-    }
-}
-
-/// Dispatches everything visible, on the caller's thread (`open`, before it returns, and `close`).
-pub(crate) fn catch_up(inner: &StoreState) -> Result<()> {
-    dispatch_visible(inner, &mut inner.dispatch.lock())
-}
-
-/// Returns once the message at `log_offset` (stored, and durable if the flush policy makes puts
-/// wait for that) is dispatched: if no other thread has dispatched it, this one does, under the
-/// dispatch lock — a put reads its own write without handing off to the dispatcher thread and
-/// back. A failure is the dispatcher thread's to retry: the caller gets
-/// `Error::DispatchFailed`.
-pub(crate) fn dispatch_through(inner: &StoreState, log_offset: u64) -> Result<()> {
-    let progress = &inner.progress;
-    if progress.dispatched() > log_offset {
-        return Ok(());
-    }
-    {
-        let mut state = inner.dispatch.lock();
-        if progress.dispatched() > log_offset {
-            return Ok(());
-        }
-        if let Err(error) = dispatch_visible(inner, &mut state) {
-            Counters::add(&inner.counters.dispatch_failures, 1);
-            progress.fail(error.to_string());
-            return Err(Error::DispatchFailed { log_offset, reason: error.to_string() });
-        }
-    }
-    if progress.dispatched() > log_offset {
-        return Ok(());
-    }
-    // Not visible yet (not durable yet under `Always`: a put_batch's wait ended early?): the
-    // dispatcher thread dispatches it when it is.
-    progress.want(log_offset);
-    progress.wait_past(log_offset, None).map(|_| ())
-}
-
 /// The dispatcher thread: dispatches what no put dispatches itself (`Progress::want`: a
 /// `put_nowait`'s message, a retry after a failure). It sleeps until asked, then waits with a
 /// cursor of its own until the log shows the message (durable, under `Always`), and dispatches
@@ -258,7 +138,7 @@ impl Dispatcher {
         let interrupt = waiter.interrupter();
         let thread = std::thread::Builder::new()
             .name("strata-dispatch".into())
-            .spawn(move || run(&inner, waiter))
+            .spawn(move || inner.run_dispatcher(waiter))
             .map_err(Error::io("spawn the dispatcher thread", "strata-dispatch"))?;
         Ok(Dispatcher { thread, interrupt })
     }
@@ -271,25 +151,147 @@ impl Dispatcher {
     }
 }
 
-fn run(inner: &StoreState, mut waiter: Cursor) {
-    let mut retry = FIRST_RETRY;
-    while inner.progress.wait_for_work() {
-        waiter.seek(inner.progress.dispatched());
-        let result = match waiter.wait_visible(IDLE_WAIT) {
-            Ok(false) | Err(Error::Interrupted) => continue,
-            Err(Error::Closed) => break,
-            // Visible, or removed by retention (dispatch moves past it).
-            Ok(true) | Err(Error::OffsetOutOfRange { .. }) => dispatch_visible(inner, &mut inner.dispatch.lock()),
-            Err(error) => Err(error),
-        };
-        match result {
-            Ok(()) => retry = FIRST_RETRY,
-            Err(error) => {
-                Counters::add(&inner.counters.dispatch_failures, 1);
-                tracing::error!(%error, at = inner.progress.dispatched(), retry_in = ?retry, "dispatch failed; retrying");
-                inner.progress.fail(error.to_string());
-                inner.progress.pause(retry);
-                retry = (retry * 2).min(LONGEST_RETRY);
+impl StoreState {
+    /// Dispatches the messages of `batches` from `self.progress` on, advancing it batch by batch.
+    /// On a failure the cursor is moved back to the message that failed and the error returned.
+    fn dispatch_batches(
+        &self,
+        clock: &Clock,
+        log_start: u64,
+        batches: &[BatchView],
+        state: &mut DispatchState,
+    ) -> Result<()> {
+        let mut next = self.progress.dispatched();
+        for batch in batches {
+            for record in batch.records() {
+                if record.offset() < next {
+                    continue; // dispatched already (the cursor restarted inside this batch)
+                }
+                let result = match StoredMessage::decode(record.clone()) {
+                    Ok(message) if validate_topic(message.topic()).is_ok() => {
+                        // A dispatcher that panics (a user's) fails this dispatch, which is retried:
+                        // unwinding here would leave the cursor past messages never dispatched.
+                        let request = DispatchRequest::of(&message, log_start);
+                        let dispatched = catch_unwind(AssertUnwindSafe(|| state.output.dispatch(&request)))
+                            .unwrap_or_else(|payload| Err(Error::panicked("a dispatcher", payload.as_ref())));
+                        if dispatched.is_ok() {
+                            self.counters.dispatch_lag(clock.now_ms() - message.timestamp_ms());
+                        }
+                        dispatched
+                    }
+                    Ok(message) => {
+                        Counters::add(&self.counters.not_messages, 1);
+                        tracing::error!(
+                            log_offset = record.offset(),
+                            topic = message.topic(),
+                            "a message with an invalid topic name skipped"
+                        );
+                        Ok(())
+                    }
+                    Err(error) => {
+                        Counters::add(&self.counters.not_messages, 1);
+                        tracing::error!(%error, "a record that is not a message skipped");
+                        Ok(())
+                    }
+                };
+                if let Err(error) = result {
+                    self.progress.advance(next);
+                    state.cursor.seek(next);
+                    return Err(error);
+                }
+                next = record.offset() + 1;
+            }
+            next = next.max(batch.last_offset() + 1);
+            self.progress.advance(next);
+        }
+        Ok(())
+    }
+
+    /// Dispatches everything visible now, under the dispatch lock (`state`).
+    pub(crate) fn dispatch_visible(&self, state: &mut DispatchState) -> Result<()> {
+        let clock = self.log.config().clock.clone();
+        // The cursor never runs ahead of what is dispatched (a dispatch that failed or panicked
+        // after its batches were read).
+        state.cursor.seek(self.progress.dispatched());
+        loop {
+            let batches = match state.cursor.next_batch(READ_BYTES) {
+                Ok(batches) => batches,
+                Err(Error::OffsetOutOfRange { start, .. }) if state.cursor.position() < start => {
+                    // Retention removed messages before dispatch reached them.
+                    let from = state.cursor.position();
+                    tracing::warn!(from, to = start, "messages removed by retention before they were dispatched");
+                    state.cursor.seek(start);
+                    self.progress.advance(start);
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
+            if batches.is_empty() {
+                return Ok(());
+            }
+            // Read after the batches: retention may have moved the start since the call began (the
+            // branch above), and a stale start would make the queue builder refuse a message whose
+            // queue offset follows a gap retention left, then fill that gap over it.
+            let log_start = self.log.start_offset();
+            self.dispatch_batches(&clock, log_start, &batches, state)?;
+        }
+    }
+
+    /// Dispatches everything visible, on the caller's thread (`open`, before it returns, and `close`).
+    pub(crate) fn catch_up(&self) -> Result<()> {
+        self.dispatch_visible(&mut self.dispatch.lock())
+    }
+
+    /// Returns once the message at `log_offset` (stored, and durable if the flush policy makes puts
+    /// wait for that) is dispatched: if no other thread has dispatched it, this one does, under the
+    /// dispatch lock — a put reads its own write without handing off to the dispatcher thread and
+    /// back. A failure is the dispatcher thread's to retry: the caller gets
+    /// `Error::DispatchFailed`.
+    pub(crate) fn dispatch_through(&self, log_offset: u64) -> Result<()> {
+        let progress = &self.progress;
+        if progress.dispatched() > log_offset {
+            return Ok(());
+        }
+        {
+            let mut state = self.dispatch.lock();
+            if progress.dispatched() > log_offset {
+                return Ok(());
+            }
+            if let Err(error) = self.dispatch_visible(&mut state) {
+                Counters::add(&self.counters.dispatch_failures, 1);
+                progress.fail(error.to_string());
+                return Err(Error::DispatchFailed { log_offset, reason: error.to_string() });
+            }
+        }
+        if progress.dispatched() > log_offset {
+            return Ok(());
+        }
+        // Not visible yet (not durable yet under `Always`: a put_batch's wait ended early?): the
+        // dispatcher thread dispatches it when it is.
+        progress.want(log_offset);
+        progress.wait_past(log_offset, None).map(|_| ())
+    }
+
+    fn run_dispatcher(&self, mut waiter: Cursor) {
+        let mut retry = FIRST_RETRY;
+        while self.progress.wait_for_work() {
+            waiter.seek(self.progress.dispatched());
+            let result = match waiter.wait_visible(IDLE_WAIT) {
+                Ok(false) | Err(Error::Interrupted) => continue,
+                Err(Error::Closed) => break,
+                // Visible, or removed by retention (dispatch moves past it).
+                Ok(true) | Err(Error::OffsetOutOfRange { .. }) => self.dispatch_visible(&mut self.dispatch.lock()),
+                Err(error) => Err(error),
+            };
+            match result {
+                Ok(()) => retry = FIRST_RETRY,
+                Err(error) => {
+                    Counters::add(&self.counters.dispatch_failures, 1);
+                    tracing::error!(%error, at = self.progress.dispatched(), retry_in = ?retry, "dispatch failed; retrying");
+                    self.progress.fail(error.to_string());
+                    self.progress.pause(retry);
+                    retry = (retry * 2).min(LONGEST_RETRY);
+                }
             }
         }
     }

@@ -85,7 +85,7 @@ impl MessageStore {
         let inner = self.inner();
         inner.check_queue(topic, queue_id)?;
         Counters::add(&inner.counters.gets, 1);
-        let got = get(inner, topic, queue_id, queue_offset, max, tag)?;
+        let got = inner.get_from_queue(topic, queue_id, queue_offset, max, tag)?;
         let count = got.messages.len() as u64;
         Counters::add(&inner.counters.messages_got, count);
         Ok(got)
@@ -136,72 +136,74 @@ impl MessageStore {
     }
 }
 
-fn get(
-    inner: &StoreState,
-    topic: &str,
-    queue_id: u32,
-    queue_offset: u64,
-    max: usize,
-    tag: Option<&str>,
-) -> Result<GetResult> {
-    let queue = inner.queues.get(topic, queue_id);
-    let (min, end) = queue.as_ref().map_or((0, 0), |queue| (queue.min_offset(), queue.max_offset()));
-    let result = |status, messages, next| GetResult {
-        status,
-        messages,
-        next_queue_offset: next,
-        min_queue_offset: min,
-        max_queue_offset: end,
-    };
-    let Some(queue) = queue.filter(|_| queue_offset >= min && queue_offset < end) else {
-        return Ok(match queue_offset {
-            offset if offset < min => result(GetStatus::OffsetTooSmall, Vec::new(), min),
-            offset if offset == end => result(GetStatus::NoNewMessage, Vec::new(), end),
-            _ => result(GetStatus::OffsetOverflow, Vec::new(), end),
-        });
-    };
-    let wanted_hash = tag.map(|tag| tag_hash(Some(tag)));
-    let last = end.min(queue_offset.saturating_add(inner.config.max_entries_examined));
-    let mut reader = MessageReader::new(&inner.log);
-    let mut messages = Vec::with_capacity(max.min(64));
-    let mut next = queue_offset;
-    'examine: while next < last && messages.len() < max {
-        // Unfiltered, the entries still wanted are enough (more only if records are gone).
-        let wanted = if tag.is_none() { (max - messages.len()) as u64 } else { ENTRIES_AT_ONCE };
-        let entries = queue.entries(next, (last - next).min(wanted.clamp(1, ENTRIES_AT_ONCE)) as usize)?;
-        if entries.is_empty() {
-            break; // retention moved the queue's start past `next` meanwhile
-        }
-        for (i, &(at, entry)) in entries.iter().enumerate() {
-            next = at + 1;
-            if wanted_hash.is_some_and(|hash| hash != entry.tag_hash) {
-                continue;
+impl StoreState {
+    fn get_from_queue(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        queue_offset: u64,
+        max: usize,
+        tag: Option<&str>,
+    ) -> Result<GetResult> {
+        let queue = self.queues.get(topic, queue_id);
+        let (min, end) = queue.as_ref().map_or((0, 0), |queue| (queue.min_offset(), queue.max_offset()));
+        let result = |status, messages, next| GetResult {
+            status,
+            messages,
+            next_queue_offset: next,
+            min_queue_offset: min,
+            max_queue_offset: end,
+        };
+        let Some(queue) = queue.filter(|_| queue_offset >= min && queue_offset < end) else {
+            return Ok(match queue_offset {
+                offset if offset < min => result(GetStatus::OffsetTooSmall, Vec::new(), min),
+                offset if offset == end => result(GetStatus::NoNewMessage, Vec::new(), end),
+                _ => result(GetStatus::OffsetOverflow, Vec::new(), end),
+            });
+        };
+        let wanted_hash = tag.map(|tag| tag_hash(Some(tag)));
+        let last = end.min(queue_offset.saturating_add(self.config.max_entries_examined));
+        let mut reader = MessageReader::new(&self.log);
+        let mut messages = Vec::with_capacity(max.min(64));
+        let mut next = queue_offset;
+        'examine: while next < last && messages.len() < max {
+            // Unfiltered, the entries still wanted are enough (more only if records are gone).
+            let wanted = if tag.is_none() { (max - messages.len()) as u64 } else { ENTRIES_AT_ONCE };
+            let entries = queue.entries(next, (last - next).min(wanted.clamp(1, ENTRIES_AT_ONCE)) as usize)?;
+            if entries.is_empty() {
+                break; // retention moved the queue's start past `next` meanwhile
             }
-            // If it has to read: about the bytes of the next messages wanted, batch headers included.
-            let ahead = || entries[i..].iter().take(max - messages.len()).map(|(_, e)| e.size as usize + 64).sum();
-            let Some(record) = reader.read(entry.log_offset, ahead)? else { continue };
-            let message = match StoredMessage::decode(record) {
-                Ok(message) if message.topic() == topic && message.queue_id() == queue_id => message,
-                _ => {
-                    tracing::warn!(
-                        topic,
-                        queue_id,
-                        queue_offset = at,
-                        log_offset = entry.log_offset,
-                        "a queue entry points at another message; skipped"
-                    );
+            for (i, &(at, entry)) in entries.iter().enumerate() {
+                next = at + 1;
+                if wanted_hash.is_some_and(|hash| hash != entry.tag_hash) {
                     continue;
                 }
-            };
-            if tag.is_some() && message.tag() != tag {
-                continue; // a hash collision
-            }
-            messages.push(message);
-            if messages.len() == max {
-                break 'examine;
+                // If it has to read: about the bytes of the next messages wanted, batch headers included.
+                let ahead = || entries[i..].iter().take(max - messages.len()).map(|(_, e)| e.size as usize + 64).sum();
+                let Some(record) = reader.read(entry.log_offset, ahead)? else { continue };
+                let message = match StoredMessage::decode(record) {
+                    Ok(message) if message.topic() == topic && message.queue_id() == queue_id => message,
+                    _ => {
+                        tracing::warn!(
+                            topic,
+                            queue_id,
+                            queue_offset = at,
+                            log_offset = entry.log_offset,
+                            "a queue entry points at another message; skipped"
+                        );
+                        continue;
+                    }
+                };
+                if tag.is_some() && message.tag() != tag {
+                    continue; // a hash collision
+                }
+                messages.push(message);
+                if messages.len() == max {
+                    break 'examine;
+                }
             }
         }
+        let status = if messages.is_empty() { GetStatus::NoMatchedMessage } else { GetStatus::Found };
+        Ok(result(status, messages, next))
     }
-    let status = if messages.is_empty() { GetStatus::NoMatchedMessage } else { GetStatus::Found };
-    Ok(result(status, messages, next))
 }

@@ -14,7 +14,7 @@ use crate::store::config::StoreConfig;
 use crate::store::consume_queue::ConsumeQueue;
 use crate::store::consumer_offsets::CommittedOffset;
 use crate::store::dispatch::Dispatch;
-use crate::store::dispatcher::{self, Dispatcher};
+use crate::store::dispatcher::Dispatcher;
 use crate::store::metrics::StoreMetrics;
 use crate::store::queues::QueueInfo;
 use crate::store::state::StoreState;
@@ -93,7 +93,7 @@ impl MessageStore {
 
     fn shutdown(&mut self) -> Result<()> {
         let Some(shared) = self.shared.take() else { return Ok(()) };
-        let finished = finish(&shared, self.dispatcher.take(), self.events.take());
+        let finished = shared.close_down(self.dispatcher.take(), self.events.take());
         // Nothing else holds the store now (its threads are stopped; events hold it weakly).
         let inner = match Arc::try_unwrap(shared) {
             Ok(inner) => inner,
@@ -136,10 +136,10 @@ impl MessageStore {
         let inner = self.inner();
         let wanted = log_offset.min(inner.log.next_offset());
         if wanted > inner.progress.dispatched() {
-            dispatcher::dispatch_through(inner, wanted - 1)?;
+            inner.dispatch_through(wanted - 1)?;
         }
         let start = inner.log.delete_records_before(wanted.min(inner.progress.dispatched()))?;
-        background::sweep(inner)?;
+        inner.sweep()?;
         Ok(start)
     }
 
@@ -239,25 +239,27 @@ impl Drop for MessageStore {
     }
 }
 
-/// The first steps of a close, before the log closes: the dispatcher reaches the log's end (after
-/// a flush makes everything stored visible), waiters are released, the background thread stops,
-/// and a last checkpoint and offsets write run. The first failure is returned; every step runs.
-fn finish(inner: &StoreState, dispatcher: Option<Dispatcher>, events: Option<EventManager>) -> Result<()> {
-    let flushed = inner.log.flush();
-    let stopped = dispatcher.map_or(Ok(()), |dispatcher| dispatcher.stop(inner));
-    let caught_up = match (flushed, stopped) {
-        (Ok(()), Ok(())) => dispatcher::catch_up(inner),
-        (Err(error), _) | (_, Err(error)) => Err(error),
-    };
-    inner.progress.stop();
-    inner.long_polls.close();
-    if let Some(events) = events
-        && let Err(error) = events.shutdown(Duration::from_secs(30))
-    {
-        tracing::error!(%error, "the store's event thread did not stop");
+impl StoreState {
+    /// The first steps of a close, before the log closes: the dispatcher reaches the log's end (after
+    /// a flush makes everything stored visible), waiters are released, the background thread stops,
+    /// and a last checkpoint and offsets write run. The first failure is returned; every step runs.
+    fn close_down(&self, dispatcher: Option<Dispatcher>, events: Option<EventManager>) -> Result<()> {
+        let flushed = self.log.flush();
+        let stopped = dispatcher.map_or(Ok(()), |dispatcher| dispatcher.stop(self));
+        let caught_up = match (flushed, stopped) {
+            (Ok(()), Ok(())) => self.catch_up(),
+            (Err(error), _) | (_, Err(error)) => Err(error),
+        };
+        self.progress.stop();
+        self.long_polls.close();
+        if let Some(events) = events
+            && let Err(error) = events.shutdown(Duration::from_secs(30))
+        {
+            tracing::error!(%error, "the store's event thread did not stop");
+        }
+        let checkpointed = caught_up.and_then(|()| self.write_checkpoint());
+        let offsets = self.offsets.flush();
+        checkpointed?;
+        offsets
     }
-    let checkpointed = caught_up.and_then(|()| background::checkpoint(inner));
-    let offsets = inner.offsets.flush();
-    checkpointed?;
-    offsets
 }

@@ -9,7 +9,6 @@ use std::time::Duration;
 use crate::config::FlushPolicy;
 use crate::error::{Error, Result};
 use crate::log::{AppendInfo, FOREVER};
-use crate::store::dispatcher::dispatch_through;
 use crate::store::message::{FixedFields, Message};
 use crate::store::message_store::MessageStore;
 use crate::store::progress::Progress;
@@ -109,38 +108,17 @@ impl MessageStore {
         if inner.config.log.flush_policy == FlushPolicy::Always {
             inner.log.wait_batch_durable(&stored.info, FOREVER)?;
         }
-        dispatch_through(inner, stored.info.last_offset)?;
+        inner.dispatch_through(stored.info.last_offset)?;
         Ok(stored.result)
     }
 
     fn put_all(&self, messages: &[Message]) -> Result<Stored> {
         let inner = self.inner();
-        let put = check(inner, messages).and_then(|()| append(inner, messages));
+        let put = inner.check_puts(messages).and_then(|()| inner.append_puts(messages));
         let counter = if put.is_ok() { &inner.counters.puts } else { &inner.counters.put_failures };
         counter.fetch_add(messages.len() as u64, std::sync::atomic::Ordering::Relaxed);
         put
     }
-}
-
-/// Refuses what the store cannot hold before anything is stored.
-fn check(inner: &StoreState, messages: &[Message]) -> Result<()> {
-    let config = &inner.config;
-    let Some(first) = messages.first() else { return Ok(()) };
-    for (index, message) in messages.iter().enumerate() {
-        if message.topic() != first.topic() || message.queue_id() != first.queue_id() {
-            let (topic, queue_id) = (message.topic().to_owned(), message.queue_id());
-            return Err(Error::MixedBatch { index, topic, queue_id });
-        }
-        message.validate(config.max_queues_per_topic)?;
-        // Every key is one index entry, and a message's entries must fit in one index file (entry
-        // 0 unused): dispatch could never index more, and would retry it forever.
-        let keys = message.keys().len() as u64;
-        if keys >= u64::from(config.index_entries) {
-            let reason = "more keys than an index file holds (`StoreConfig::index_entries` - 1)";
-            return Err(Error::InvalidField { what: "keys", name: format!("{keys} keys"), reason });
-        }
-    }
-    Ok(())
 }
 
 /// A batch appended, not yet waited for.
@@ -149,23 +127,50 @@ struct Stored {
     info: AppendInfo,
 }
 
-/// Numbers `messages` (one topic and queue) and appends them under the put lock.
-fn append(inner: &StoreState, messages: &[Message]) -> Result<Stored> {
-    let Some(first) = messages.first() else { unreachable!("put_all is never called with no messages") };
-    let (topic, queue_id) = (first.topic(), first.queue_id());
-    let seed = || inner.queues.get(topic, queue_id).map_or(0, |queue| queue.max_offset());
-    inner.puts.sequence(topic, queue_id, messages.len() as u64, seed, |queue_offset| {
-        let fixed: Vec<FixedFields> =
-            messages.iter().zip(queue_offset..).map(|(message, offset)| FixedFields::new(message, offset)).collect();
-        let headers: Vec<_> = messages.iter().zip(&fixed).map(|(message, fixed)| message.headers(fixed)).collect();
-        let records: Vec<_> = messages.iter().zip(&headers).map(|(message, headers)| message.record(headers)).collect();
-        // The size limit on the records themselves (built once; the store's fields have fixed
-        // sizes, so a record's size does not depend on its queue offset).
-        let max = inner.config.max_message_bytes;
-        if let Some(size) = records.iter().map(|record| record.encoded_len() as u64).find(|&size| size > max) {
-            return Err(Error::MessageTooLarge { size, max });
+impl StoreState {
+    /// Refuses what the store cannot hold before anything is stored.
+    fn check_puts(&self, messages: &[Message]) -> Result<()> {
+        let config = &self.config;
+        let Some(first) = messages.first() else { return Ok(()) };
+        for (index, message) in messages.iter().enumerate() {
+            if message.topic() != first.topic() || message.queue_id() != first.queue_id() {
+                let (topic, queue_id) = (message.topic().to_owned(), message.queue_id());
+                return Err(Error::MixedBatch { index, topic, queue_id });
+            }
+            message.validate(config.max_queues_per_topic)?;
+            // Every key is one index entry, and a message's entries must fit in one index file (entry
+            // 0 unused): dispatch could never index more, and would retry it forever.
+            let keys = message.keys().len() as u64;
+            if keys >= u64::from(config.index_entries) {
+                let reason = "more keys than an index file holds (`StoreConfig::index_entries` - 1)";
+                return Err(Error::InvalidField { what: "keys", name: format!("{keys} keys"), reason });
+            }
         }
-        let info = inner.log.append_nowait(&records)?;
-        Ok(Stored { result: PutResult { log_offset: info.base_offset, queue_offset }, info })
-    })
+        Ok(())
+    }
+
+    /// Numbers `messages` (one topic and queue) and appends them under the put lock.
+    fn append_puts(&self, messages: &[Message]) -> Result<Stored> {
+        let Some(first) = messages.first() else { unreachable!("put_all is never called with no messages") };
+        let (topic, queue_id) = (first.topic(), first.queue_id());
+        let seed = || self.queues.get(topic, queue_id).map_or(0, |queue| queue.max_offset());
+        self.puts.sequence(topic, queue_id, messages.len() as u64, seed, |queue_offset| {
+            let fixed: Vec<FixedFields> = messages
+                .iter()
+                .zip(queue_offset..)
+                .map(|(message, offset)| FixedFields::new(message, offset))
+                .collect();
+            let headers: Vec<_> = messages.iter().zip(&fixed).map(|(message, fixed)| message.headers(fixed)).collect();
+            let records: Vec<_> =
+                messages.iter().zip(&headers).map(|(message, headers)| message.record(headers)).collect();
+            // The size limit on the records themselves (built once; the store's fields have fixed
+            // sizes, so a record's size does not depend on its queue offset).
+            let max = self.config.max_message_bytes;
+            if let Some(size) = records.iter().map(|record| record.encoded_len() as u64).find(|&size| size > max) {
+                return Err(Error::MessageTooLarge { size, max });
+            }
+            let info = self.log.append_nowait(&records)?;
+            Ok(Stored { result: PutResult { log_offset: info.base_offset, queue_offset }, info })
+        })
+    }
 }

@@ -12,13 +12,12 @@ use crate::error::{Error, Result};
 use crate::format::{STORE_COMMIT_LOG_DIR, STORE_CONSUME_QUEUE_DIR, STORE_INDEX_DIR};
 use crate::log::{Cursor, Log};
 use crate::storage;
-use crate::store::background;
 use crate::store::checkpoint;
 use crate::store::config::StoreConfig;
 use crate::store::consumer_offsets::CommittedOffset;
 use crate::store::consumer_offsets::ConsumerOffsets;
 use crate::store::dispatch::BroadcastingOutput;
-use crate::store::dispatcher::{self, IndexBuilder, QueueBuilder};
+use crate::store::dispatcher::{IndexBuilder, QueueBuilder};
 use crate::store::index::IndexFiles;
 use crate::store::long_poll::LongPolls;
 use crate::store::maintenance::Maintenance;
@@ -44,7 +43,7 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> Result<StoreState> {
     let offsets = ConsumerOffsets::load(root)?;
     let cursor = log.cursor(from)?;
     let inner = assemble(root, config, log, derived, offsets, cursor);
-    finish(&inner, recovered)?;
+    inner.finish_open(recovered)?;
     tracing::info!(
         root = %inner.root.display(), queues = inner.queues.count(), index_files = inner.index.file_count(),
         dispatched_from = from, log_next = inner.log.next_offset(), "message store open"
@@ -139,29 +138,6 @@ fn assemble(
     }
 }
 
-/// Dispatches to the log's end, deletes retention's leftovers, clamps consumer offsets past a
-/// queue's end, and (after a recovery or a rebuild) writes a checkpoint.
-fn finish(inner: &StoreState, recovered: bool) -> Result<()> {
-    dispatcher::catch_up(inner)?;
-    background::sweep(inner)?;
-    for CommittedOffset { topic, queue_id, .. } in inner.offsets.all() {
-        let end = inner.queues.get(&topic, queue_id).map_or(0, |queue| queue.max_offset());
-        inner.offsets.clamp(&topic, queue_id, end);
-    }
-    if recovered {
-        // Saves the next open this work, and only that: a checkpoint left lower costs work,
-        // never data. On a full disk it cannot be written (a new file needs a block), and the
-        // store must still open, so messages can be deleted to make room.
-        match background::checkpoint(inner) {
-            Err(error @ Error::DiskFull { .. }) => {
-                tracing::warn!(%error, "the store checkpoint could not be written after recovery; it is retried");
-            }
-            checkpointed => checkpointed?,
-        }
-    }
-    Ok(())
-}
-
 /// Opens the index; a damaged file discards the whole index, which is rebuilt (logged). Returns
 /// whether it was (or the directory was missing).
 fn open_index(root: &Path, config: &StoreConfig) -> Result<(IndexFiles, bool)> {
@@ -221,4 +197,29 @@ fn check_queues(queues: &Queues, from: u64, log_next: u64, entries_per_file: u64
         crate::failpoint::crash_point!("store_recovery_after_queue_cut");
     }
     Ok(refill_from)
+}
+
+impl StoreState {
+    /// Dispatches to the log's end, deletes retention's leftovers, clamps consumer offsets past a
+    /// queue's end, and (after a recovery or a rebuild) writes a checkpoint.
+    fn finish_open(&self, recovered: bool) -> Result<()> {
+        self.catch_up()?;
+        self.sweep()?;
+        for CommittedOffset { topic, queue_id, .. } in self.offsets.all() {
+            let end = self.queues.get(&topic, queue_id).map_or(0, |queue| queue.max_offset());
+            self.offsets.clamp(&topic, queue_id, end);
+        }
+        if recovered {
+            // Saves the next open this work, and only that: a checkpoint left lower costs work,
+            // never data. On a full disk it cannot be written (a new file needs a block), and the
+            // store must still open, so messages can be deleted to make room.
+            match self.write_checkpoint() {
+                Err(error @ Error::DiskFull { .. }) => {
+                    tracing::warn!(%error, "the store checkpoint could not be written after recovery; it is retried");
+                }
+                checkpointed => checkpointed?,
+            }
+        }
+        Ok(())
+    }
 }

@@ -14,8 +14,9 @@
 //! | [`Maintenance`] | what the background work remembers between turns |
 //! | [`Counters`] | the metrics' counts |
 //!
-//! The operations are in files named after them: `put.rs`, `get.rs`, `lookup.rs`,
-//! `dispatcher.rs`, `background.rs`, `recovery.rs` (open).
+//! The operations are `impl StoreState` blocks (and `impl MessageStore`, the API) in files named
+//! after them: `put.rs`, `get.rs`, `lookup.rs`, `dispatcher.rs`, `background.rs`,
+//! `recovery.rs` (open), `message_store.rs` (close).
 //!
 //! # Lock order
 //!
