@@ -47,12 +47,12 @@ impl ConsumeQueue {
         if writer.last_log_offset.is_some_and(|last| log_offset <= last) {
             return Ok(Appended::AlreadyHeld);
         }
+        let last_file = self.files.read().last().cloned();
         let max = self.max.load(Ordering::Relaxed);
-        let has_files = !self.files.read().is_empty();
-        if has_files && queue_offset != max {
+        if last_file.is_some() && queue_offset != max {
             return Ok(Appended::Gap { expected: max, found: queue_offset });
         }
-        let active = self.active_for(&mut writer, queue_offset)?;
+        let active = self.active_for(&mut writer, last_file, queue_offset)?;
         let bytes = Entry { log_offset, size, tag_hash }.encode();
         // Counted before the write: a failed `pwrite` may have stored part of the entry.
         writer.dirty_end = writer.dirty_end.max(queue_offset + 1 - active.first);
@@ -64,11 +64,17 @@ impl ConsumeQueue {
         Ok(Appended::Stored)
     }
 
-    /// The file the entry for `queue_offset` goes into: the active file, a new file after it when
-    /// it is full, or the queue's first file when it has none. The caller checked that
-    /// `queue_offset` continues a queue that has files.
-    fn active_for(&self, writer: &mut Writer, queue_offset: u64) -> Result<Arc<QueueFile>> {
-        let Some(active) = self.files.read().last().cloned() else {
+    /// The file the entry for `queue_offset` goes into: `last_file` (the active file, read under
+    /// the writer lock by the caller), a new file after it when it is full, or the queue's first
+    /// file when it has none. The caller checked that `queue_offset` continues a queue that has
+    /// files.
+    fn active_for(
+        &self,
+        writer: &mut Writer,
+        last_file: Option<Arc<QueueFile>>,
+        queue_offset: u64,
+    ) -> Result<Arc<QueueFile>> {
+        let Some(active) = last_file else {
             return self.start_at(writer, queue_offset);
         };
         let max = self.max.load(Ordering::Relaxed);
