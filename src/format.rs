@@ -253,13 +253,18 @@ pub const FOREIGN_SUFFIX: &str = ".foreign";
 pub const PREALLOC_SUFFIX: &str = ".prealloc";
 /// Suffix of a file being replaced atomically.
 pub const TMP_SUFFIX: &str = ".tmp";
-/// The message store's checkpoint file (`<root>/store.checkpoint`), a value file
-/// ([`VALUE_FILE_LEN`]) of `dispatched_up_to`.
+/// The message store's checkpoint file (`<root>/store.checkpoint`, docs/FORMAT.md): how far
+/// dispatch is durable, and a summary of each queue and index file at that point.
 pub const STORE_CHECKPOINT_FILE: &str = "store.checkpoint";
 /// Its magic.
 pub const STORE_CHECKPOINT_MAGIC: [u8; 4] = *b"SSCP";
-/// Its version.
-pub const STORE_CHECKPOINT_VERSION: u16 = 1;
+/// The version this build writes: 2, `dispatched_up_to` and the summaries.
+pub const STORE_CHECKPOINT_VERSION: u16 = 2;
+/// The version older builds wrote, still read: a value file ([`VALUE_FILE_LEN`]) of
+/// `dispatched_up_to` alone.
+pub const STORE_CHECKPOINT_VERSION_1: u16 = 1;
+/// In a summary, a queue's `last_log_offset` when it has no entry.
+pub const STORE_CHECKPOINT_NO_ENTRY: u64 = u64::MAX;
 /// Exists while a message store is open: present at open means the last run did not close.
 pub const STORE_ABORT_FILE: &str = "abort";
 /// The message store's commit log directory (`<root>/commitlog/`).

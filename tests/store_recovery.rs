@@ -183,8 +183,10 @@ fn a_torn_offsets_file_falls_back_to_the_backup() {
     assert_eq!(store.committed_offset("g", "orders", 0), Some(2), "the backup's offset, not nothing");
 }
 
+/// Committed offsets are clamped only against a queue that was cut or rebuilt (its log lost its
+/// tail): an intact queue and a queue that does not exist keep what the consumer committed.
 #[test]
-fn committed_offsets_past_a_queue_end_are_clamped() {
+fn committed_offsets_of_queues_not_rebuilt_are_kept() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let store = MessageStore::open(root, config()).unwrap();
@@ -194,8 +196,8 @@ fn committed_offsets_past_a_queue_end_are_clamped() {
     store.commit_offset("g", "never", 3, 7).unwrap();
     store.close().unwrap();
     let store = MessageStore::open(root, config()).unwrap();
-    assert_eq!(store.committed_offset("g", "orders", 0), Some(end));
-    assert_eq!(store.committed_offset("g", "never", 3), Some(0));
+    assert_eq!(store.committed_offset("g", "orders", 0), Some(end + 100));
+    assert_eq!(store.committed_offset("g", "never", 3), Some(7));
 }
 
 #[test]

@@ -598,8 +598,8 @@ fn group_offsets(offsets: BTreeMap<consumer_offsets::Key, u64>) -> Vec<GroupOffs
 fn dump_checkpoint(path: &Path) -> Result<CheckpointDump> {
     let bytes = std::fs::read(path).map_err(Error::io("read", path))?;
     let mut dump = CheckpointDump { path: path.to_path_buf(), dispatched_up_to: None, problems: Vec::new() };
-    match checkpoint::FILE.decode(&bytes) {
-        Ok(value) => dump.dispatched_up_to = Some(value),
+    match checkpoint::Checkpoint::decode(&bytes) {
+        Ok(value) => dump.dispatched_up_to = Some(value.dispatched_up_to),
         Err(reason) => dump.problems.push(Damage { position: 0, reason: reason.to_string() }),
     }
     Ok(dump)

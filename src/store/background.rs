@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use crate::error::Result;
 use crate::events::EventHandle;
-use crate::store::checkpoint;
+use crate::store::checkpoint::{self, Checkpoint, QueueSummary};
 use crate::store::dispatch::Dispatch;
 use crate::store::dispatcher;
 use crate::store::metrics::Counters;
+use crate::store::queue_map::QueueMap;
 use crate::store::state::StoreState;
 
 /// Schedules the periodic work; it ends when the store is gone or its event thread stops.
@@ -67,13 +68,18 @@ impl StoreState {
         };
         let queues = dispatcher::flush_queues(&self.queues);
         let index = self.index.flush();
-        let flushed = dispatched.and_then(|dispatched| queues.and(index).map(|()| dispatched));
-        let dispatched = flushed.inspect_err(|_| Counters::add(&self.counters.background_failures, 1))?;
+        let flushed = match (dispatched, queues, index) {
+            (Ok(dispatched), Ok(queues), Ok(index_files)) => Ok((dispatched, queues, index_files)),
+            (Err(error), ..) | (_, Err(error), _) | (.., Err(error)) => Err(error),
+        };
+        let (dispatched, queues, index_files) =
+            flushed.inspect_err(|_| Counters::add(&self.counters.background_failures, 1))?;
         if !self.maintenance.checkpoint_is_new(dispatched) {
             return Ok(());
         }
+        let queues = with_floors(queues, self.puts.floors());
         crate::failpoint::crash_point!("store_before_checkpoint");
-        checkpoint::write(&self.root, dispatched)
+        checkpoint::write(&self.root, &Checkpoint { dispatched_up_to: dispatched, queues, index_files })
             .inspect_err(|_| Counters::add(&self.counters.background_failures, 1))?;
         self.maintenance.checkpointed(dispatched);
         Counters::add(&self.counters.checkpoints, 1);
@@ -108,4 +114,21 @@ impl StoreState {
             }
         }
     }
+}
+
+/// The queues' summaries for the checkpoint: what each queue holds durably, or its floor where
+/// that is higher (a queue whose records retention removed and whose files were lost keeps its
+/// numbering from checkpoint to checkpoint), sorted by topic and queue id.
+fn with_floors(held: Vec<QueueSummary>, floors: &QueueMap<QueueSummary>) -> Vec<QueueSummary> {
+    let mut merged = QueueMap::default();
+    for floor in floors.values() {
+        merged.insert(&floor.topic, floor.queue_id, floor.clone());
+    }
+    for summary in held {
+        let floor = merged.get(&summary.topic, summary.queue_id).map_or(0, |floor| floor.next_queue_offset);
+        if summary.next_queue_offset >= floor {
+            merged.insert(&summary.topic.clone(), summary.queue_id, summary);
+        }
+    }
+    merged.sorted().into_iter().map(|(_, _, summary)| summary.clone()).collect()
 }

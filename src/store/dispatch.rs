@@ -33,6 +33,11 @@ pub struct DispatchRequest<'a> {
     /// when the message was read): messages below it that dispatch never reached were removed by
     /// retention (their queue offsets are skipped).
     pub log_start: u64,
+    /// The message was in the log when the store opened, so an earlier run may have dispatched
+    /// it already (dispatch restarts from the store checkpoint, or from the log's start when a
+    /// derived file is rebuilt): a dispatcher that keeps state must treat it as possibly seen.
+    /// `false` for every message stored since the open.
+    pub replayed: bool,
 }
 
 impl<'a> DispatchRequest<'a> {
@@ -48,6 +53,7 @@ impl<'a> DispatchRequest<'a> {
             keys: message.keys(),
             timestamp_ms: message.timestamp_ms(),
             log_start,
+            replayed: false,
         }
     }
 }
@@ -55,8 +61,9 @@ impl<'a> DispatchRequest<'a> {
 /// Receives every dispatched message, in commit-log order, one call at a time under the store's
 /// dispatch lock — on the dispatcher thread, or on a thread whose `put` dispatches its own
 /// message. Must not block for long: dispatch (and so `put`'s read-your-writes) waits for it. After a restart a
-/// message may be dispatched again (dispatch resumes from the store checkpoint): a dispatcher
-/// must tolerate seeing an offset twice.
+/// message may be dispatched again (dispatch resumes from the store checkpoint, or from the log's
+/// start when a derived file is rebuilt): a dispatcher must tolerate seeing an offset twice, and
+/// is told which messages it may have seen ([`DispatchRequest::replayed`]).
 pub trait Dispatch: Send {
     /// Handles one message.
     fn dispatch(&mut self, request: &DispatchRequest<'_>) -> Result<()>;
@@ -168,6 +175,7 @@ mod tests {
             keys: &[],
             timestamp_ms: 0,
             log_start: 0,
+            replayed: false,
         }
     }
 

@@ -19,6 +19,7 @@ use std::time::Duration;
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::log::{BatchView, Cursor, CursorInterrupt};
+use crate::store::checkpoint::QueueSummary;
 use crate::store::consume_queue::{Appended, ConsumeQueue};
 use crate::store::dispatch::{Dispatch, DispatchRequest};
 use crate::store::hash::tag_hash;
@@ -93,16 +94,26 @@ impl Dispatch for QueueBuilder {
 }
 
 /// Makes every entry appended to any queue so far durable; the first failure is returned, every
-/// queue is flushed.
-pub(crate) fn flush_queues(queues: &Queues) -> Result<()> {
+/// queue is flushed. Returns what each queue holds durably now, for the checkpoint's summary.
+pub(crate) fn flush_queues(queues: &Queues) -> Result<Vec<QueueSummary>> {
     let mut first = Ok(());
-    for (_, _, queue) in queues.all() {
-        let flushed = ConsumeQueue::flush(&queue);
-        if first.is_ok() {
-            first = flushed.map(|_| ());
+    let mut summaries = Vec::new();
+    for (topic, queue_id, queue) in queues.all() {
+        match ConsumeQueue::flush(&queue) {
+            Ok(flushed) => summaries.push(QueueSummary {
+                topic,
+                queue_id,
+                next_queue_offset: flushed.queue_offset,
+                last_log_offset: flushed.last_log_offset,
+            }),
+            Err(error) => {
+                if first.is_ok() {
+                    first = Err(error);
+                }
+            }
         }
     }
-    first
+    first.map(|()| summaries)
 }
 
 /// Builds the index: one entry per key of each message.
@@ -171,7 +182,8 @@ impl StoreState {
                     Ok(message) if validate_topic(message.topic()).is_ok() => {
                         // A dispatcher that panics (a user's) fails this dispatch, which is retried:
                         // unwinding here would leave the cursor past messages never dispatched.
-                        let request = DispatchRequest::of(&message, log_start);
+                        let mut request = DispatchRequest::of(&message, log_start);
+                        request.replayed = self.dispatch.is_replay(record.offset());
                         let dispatched = catch_unwind(AssertUnwindSafe(|| state.output.dispatch(&request)))
                             .unwrap_or_else(|payload| Err(Error::panicked("a dispatcher", payload.as_ref())));
                         if dispatched.is_ok() {
@@ -314,6 +326,7 @@ mod tests {
             keys: &[],
             timestamp_ms: 0,
             log_start,
+            replayed: false,
         }
     }
 

@@ -37,6 +37,7 @@ pub(crate) mod message_store;
 pub(crate) mod metrics;
 pub(crate) mod progress;
 pub(crate) mod put;
+pub(crate) mod queue_checks;
 pub(crate) mod queue_map;
 pub(crate) mod queues;
 pub(crate) mod recovery;

@@ -105,6 +105,19 @@ impl Queues {
         Ok(Arc::clone(queue))
     }
 
+    /// Removes a queue found damaged at open, and its directory (fsynced): it is derived, and
+    /// dispatch builds it again from the commit log. Only at open, before anything reads it.
+    pub(crate) fn remove_damaged(&self, topic: &str, queue_id: u32) -> Result<()> {
+        self.map.write().remove_if(topic, queue_id, |_| true);
+        let topic_dir = self.dir.join(topic);
+        let queue_dir = topic_dir.join(queue_id.to_string());
+        match std::fs::remove_dir_all(&queue_dir) {
+            Ok(()) => storage::sync_dir(&topic_dir),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(error) => Err(Error::io("remove a damaged queue", &queue_dir)(error)),
+        }
+    }
+
     /// Every queue: (topic, queue id, queue), sorted by topic and queue id.
     pub(crate) fn all(&self) -> Vec<(String, u32, Arc<ConsumeQueue>)> {
         let map = self.map.read();

@@ -3,24 +3,46 @@
 //! log holds every queue's messages in queue-offset order; the queue's next offset moves only once
 //! the append succeeded.
 //!
-//! A queue's first put since open starts where its consume queue ends: `open` dispatched the
-//! whole commit log before it returned, so that end follows every message stored before.
+//! A queue's first put since open starts where its consume queue ends — `open` dispatched the
+//! whole commit log before it returned, so that end follows every message stored before — or at
+//! its floor, if higher: the next queue offset the store checkpoint recorded for it (its records
+//! removed by retention and its files lost, a rebuilt queue ends below the offsets it handed
+//! out). So a queue offset is never handed out twice.
 
 use parking_lot::Mutex;
 
 use crate::error::Result;
+use crate::store::checkpoint::QueueSummary;
 use crate::store::queue_map::QueueMap;
 
 /// The next queue offset of every queue put to since open, under the put lock.
 #[derive(Default)]
 pub(crate) struct PutSequencer {
     next: Mutex<QueueMap<u64>>,
+    /// What the checkpoint the store opened with recorded of each queue (checked against the
+    /// log): no queue offset below a floor's `next_queue_offset` is handed out again. Fixed at open.
+    floors: QueueMap<QueueSummary>,
 }
 
 impl PutSequencer {
+    /// A sequencer that hands out no queue offset below `floors`.
+    pub(crate) fn with_floors(floors: QueueMap<QueueSummary>) -> PutSequencer {
+        PutSequencer { next: Mutex::default(), floors }
+    }
+
+    /// The floors it was made with.
+    pub(crate) fn floors(&self) -> &QueueMap<QueueSummary> {
+        &self.floors
+    }
+
+    /// The lowest queue offset the queue's next message may get.
+    pub(crate) fn floor(&self, topic: &str, queue_id: u32) -> u64 {
+        self.floors.get(topic, queue_id).map_or(0, |floor| floor.next_queue_offset)
+    }
+
     /// Runs `append` under the put lock with the first queue offset of a batch of `count`
-    /// messages for the queue; `seed` is asked for the queue's end at its first put since open.
-    /// An `append` that fails takes no offset.
+    /// messages for the queue; `seed` is asked for the queue's end at its first put since open
+    /// (raised to the queue's floor). An `append` that fails takes no offset.
     pub(crate) fn sequence<T>(
         &self,
         topic: &str,
@@ -30,7 +52,7 @@ impl PutSequencer {
         append: impl FnOnce(u64) -> Result<T>,
     ) -> Result<T> {
         let mut next = self.next.lock();
-        let slot = next.get_or_insert_with(topic, queue_id, seed);
+        let slot = next.get_or_insert_with(topic, queue_id, || seed().max(self.floor(topic, queue_id)));
         let appended = append(*slot)?;
         *slot += count;
         Ok(appended)
@@ -51,5 +73,19 @@ mod tests {
         assert!(matches!(refused, Err(Error::Closed)));
         assert_eq!(sequencer.sequence("t", 0, 1, || 0, Ok).expect("appended"), 13, "the refused batch took nothing");
         assert_eq!(sequencer.sequence("t", 1, 1, || 0, Ok).expect("appended"), 0, "another queue, its own seed");
+    }
+
+    #[test]
+    fn a_floor_raises_the_seed() {
+        let mut floors = QueueMap::default();
+        let floor =
+            |next| QueueSummary { topic: "t".into(), queue_id: 0, next_queue_offset: next, last_log_offset: None };
+        floors.insert("t", 0, floor(40));
+        let sequencer = PutSequencer::with_floors(floors);
+        assert_eq!(sequencer.sequence("t", 0, 1, || 3, Ok).expect("appended"), 40, "below the floor: the floor");
+        let mut floors = QueueMap::default();
+        floors.insert("t", 0, floor(2));
+        let sequencer = PutSequencer::with_floors(floors);
+        assert_eq!(sequencer.sequence("t", 0, 1, || 3, Ok).expect("appended"), 3, "above the floor: the queue's end");
     }
 }

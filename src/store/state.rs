@@ -78,6 +78,9 @@ pub(crate) struct StoreState {
 pub(crate) struct Dispatching {
     state: Mutex<DispatchState>,
     count: Arc<AtomicU64>,
+    /// The log's end at open: a message below it may have been dispatched by an earlier run
+    /// (`DispatchRequest::replayed`).
+    replay_end: u64,
 }
 
 /// What the dispatch lock guards.
@@ -90,10 +93,16 @@ pub(crate) struct DispatchState {
 
 impl Dispatching {
     /// Dispatch reading with `cursor` into `output` (the store's own dispatchers).
-    pub(crate) fn new(cursor: Cursor, output: BroadcastingOutput) -> Dispatching {
+    /// Messages below `replay_end` may have been dispatched before this open.
+    pub(crate) fn new(cursor: Cursor, output: BroadcastingOutput, replay_end: u64) -> Dispatching {
         let count = Arc::new(AtomicU64::new(0));
         let output = CountingOutput::new(output, Arc::clone(&count));
-        Dispatching { state: Mutex::new(DispatchState { cursor, output }), count }
+        Dispatching { state: Mutex::new(DispatchState { cursor, output }), count, replay_end }
+    }
+
+    /// Whether the message at `log_offset` may have been dispatched by an earlier run.
+    pub(crate) fn is_replay(&self, log_offset: u64) -> bool {
+        log_offset < self.replay_end
     }
 
     /// Takes the dispatch lock.

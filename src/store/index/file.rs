@@ -321,6 +321,32 @@ impl IndexFile {
         Ok(())
     }
 
+    /// Whether the file holds an entry for exactly (`key_hash`, `log_offset`): a redispatch of the
+    /// last message indexed must not index its keys twice, but must index those a crash kept it
+    /// from. Walks `key_hash`'s chain down to the entries below `log_offset`.
+    pub(crate) fn holds(&self, key_hash: u32, log_offset: u64) -> Result<bool> {
+        let active = self.active.read();
+        let view = active.as_ref().map_or(View::Sealed, View::Active);
+        let count = self.index_count.load(Ordering::Acquire);
+        let Some(mut n) = self.slot_value(view, key_hash)? else { return Ok(false) };
+        let mut steps = 0;
+        while n != 0 && n <= count && steps < count {
+            steps += 1;
+            let Some(entry) = self.entry_in(view, n)? else { return Ok(false) };
+            if entry.log_offset < log_offset {
+                return Ok(false); // every older entry is older still
+            }
+            if entry.key_hash == key_hash && entry.log_offset == log_offset {
+                return Ok(true);
+            }
+            if entry.prev_entry >= n {
+                return Ok(false); // a chain only points back: this one is corrupt
+            }
+            n = entry.prev_entry;
+        }
+        Ok(false)
+    }
+
     /// What `key_hash`'s slot holds; `None` if the file was retired (deleted by retention while a
     /// query held it).
     fn slot_value(&self, view: View<'_>, key_hash: u32) -> Result<Option<u32>> {
@@ -348,17 +374,18 @@ impl IndexFile {
     /// Makes every entry put so far durable, and the header counting them: writes the entries
     /// kept in memory and the slots changed since the last flush, fdatasyncs, writes the header,
     /// fdatasyncs (a header on disk never counts an entry that is not). Puts and queries go on
-    /// during the syncs. A sealed file has nothing to flush.
-    pub(crate) fn flush(&self) -> Result<()> {
+    /// during the syncs. A sealed file has nothing to flush. Returns the header now durable.
+    pub(crate) fn flush(&self) -> Result<IndexHeader> {
         let _flushing = self.flushing.lock();
         self.flush_locked()
     }
 
-    fn flush_locked(&self) -> Result<()> {
+    fn flush_locked(&self) -> Result<IndexHeader> {
         self.check_not_poisoned()?;
         let (header, dirty) = {
             let mut active = self.active.write();
-            let Some(state) = active.as_mut() else { return Ok(()) };
+            // Sealed: its header is final, and was made durable by the seal.
+            let Some(state) = active.as_mut() else { return Ok(self.header()) };
             self.write_pending(state)?;
             let clean = vec![0; state.dirty.len()];
             (self.header(), std::mem::replace(&mut state.dirty, clean))
@@ -371,7 +398,8 @@ impl IndexFile {
         }
         self.sync()?;
         self.file.write_at(0, &header.encode())?;
-        self.sync()
+        self.sync()?;
+        Ok(header)
     }
 
     /// fdatasync; a failure poisons the file.
@@ -463,7 +491,7 @@ impl IndexFile {
     }
 
     /// Entry `n` as written in the file; `None` if the file was retired.
-    fn read_entry(&self, n: u32) -> Result<Option<IndexFileEntry>> {
+    pub(super) fn read_entry(&self, n: u32) -> Result<Option<IndexFileEntry>> {
         self.file.read_with(self.entry_position(n), INDEX_FILE_ENTRY_LEN, IndexFileEntry::decode)
     }
 

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::format::{INDEX_FILE_SUFFIX, file_name, parse_file_name};
 use crate::storage;
 use crate::storage::map_budget::MapBudget;
+use crate::store::checkpoint::IndexFileSummary;
 use crate::store::index::file::IndexFile;
 use crate::store::index::layout::check_sizes;
 
@@ -114,16 +115,21 @@ impl IndexFiles {
     }
 
     /// Indexes the message at `log_offset` under `key_hash` in the newest file, rolling to a new
-    /// file (`<log_offset>.idx`) when it is full. A message below the largest offset indexed is
-    /// skipped (`false`): it is a redispatch after recovery, already indexed; a redispatched last
-    /// message may repeat entries, which queries report once. A message with more keys than a file
-    /// holds entries is `Error::InvalidConfig` (its file would need its own name twice).
+    /// file (`<log_offset>.idx`) when it is full. Idempotent, as dispatch must be: a message below
+    /// the largest offset indexed is skipped (`false`: a redispatch after recovery, already
+    /// indexed), and so is a key of the last message indexed that its file already holds (the keys
+    /// of one message are separate puts: a crash between them leaves some to do). A message with
+    /// more keys than a file holds entries is `Error::InvalidConfig` (its file would need its own
+    /// name twice).
     pub(crate) fn put(&self, key_hash: u32, log_offset: u64, timestamp_ms: i64) -> Result<bool> {
         let mut writer = self.writer.lock();
         if writer.end_log_offset.is_some_and(|end| log_offset < end) {
             return Ok(false);
         }
         let active = self.files.read().last().cloned();
+        if writer.end_log_offset == Some(log_offset) && self.held(active.as_deref(), key_hash, log_offset)? {
+            return Ok(false);
+        }
         let put = match &active {
             Some(file) if !file.is_sealed() => file.put(key_hash, log_offset, timestamp_ms)?,
             _ => false,
@@ -135,6 +141,22 @@ impl IndexFiles {
         }
         writer.end_log_offset = Some(log_offset);
         Ok(true)
+    }
+
+    /// Whether the files the last message indexed went into hold (`key_hash`, `log_offset`): the
+    /// active one, and the one before if the message's keys rolled into it.
+    fn held(&self, active: Option<&IndexFile>, key_hash: u32, log_offset: u64) -> Result<bool> {
+        let Some(active) = active else { return Ok(false) };
+        if active.holds(key_hash, log_offset)? {
+            return Ok(true);
+        }
+        if active.begin_log_offset() < log_offset {
+            return Ok(false);
+        }
+        let files = self.files.read();
+        let previous = files.len().checked_sub(2).map(|i| Arc::clone(&files[i]));
+        drop(files);
+        previous.map_or(Ok(false), |file| file.holds(key_hash, log_offset))
     }
 
     /// Seals `active` (if any) and creates the next file for a put at `log_offset`.
@@ -179,10 +201,20 @@ impl IndexFiles {
     }
 
     /// Makes every put so far durable ([`IndexFile::flush`] of the active file; sealed files were
-    /// flushed when sealed). Puts and queries go on meanwhile.
-    pub(crate) fn flush(&self) -> Result<()> {
-        let active = self.files.read().last().cloned();
-        active.map_or(Ok(()), |file| file.flush())
+    /// flushed when sealed). Puts and queries go on meanwhile. Returns what every file holds
+    /// durably now, for the store checkpoint's summary.
+    pub(crate) fn flush(&self) -> Result<Vec<IndexFileSummary>> {
+        let files: Vec<Arc<IndexFile>> = self.files.read().clone();
+        let mut summaries = Vec::with_capacity(files.len());
+        for (i, file) in files.iter().enumerate() {
+            let header = if i + 1 == files.len() { file.flush()? } else { file.header() };
+            summaries.push(IndexFileSummary {
+                begin_log_offset: header.begin_log_offset,
+                index_count: header.index_count,
+                end_log_offset: header.end_log_offset,
+            });
+        }
+        Ok(summaries)
     }
 
     /// Deletes the files whose every entry is below `log_start_offset` (their `end_log_offset` is),

@@ -55,6 +55,7 @@
 //!   beside them).
 
 mod active;
+mod check;
 mod file;
 mod files;
 mod layout;

@@ -1,0 +1,231 @@
+//! What an open checks of the consume queues before it trusts them (docs/DESIGN.md §11), clean
+//! shutdown or not, all cheap: each queue's tail against the log's end (the structural check,
+//! `ConsumeQueue::recover`), each queue against what the store checkpoint recorded of it (its next
+//! queue offset and the log offset of its last entry), and each queue's last entry against the
+//! message it points at (its topic, queue and `strata.qoffset`). One read of the log per queue.
+//!
+//! A queue that fails is rebuilt by dispatch before `open` returns: one that is missing, or
+//! shorter than the checkpoint recorded, is refilled from after its last entry (from the log's
+//! start if it has none); one whose entries belong to other messages (another store's copy, a
+//! garbled file) is removed and built again from the log's start. The checkpoint's record of a
+//! queue, checked against the log, is its floor: no queue offset below it is handed out again,
+//! even when retention removed the messages a rebuild would need.
+
+use crate::error::Result;
+use crate::log::Log;
+use crate::store::checkpoint::QueueSummary;
+use crate::store::consume_queue::ConsumeQueue;
+use crate::store::message::StoredMessage;
+use crate::store::message_reader::MessageReader;
+use crate::store::queue_map::QueueMap;
+use crate::store::queues::Queues;
+
+/// Files at the end of each queue checked at every open, clean or not (RocketMQ checks three):
+/// a damaged file found there is cut and refilled from the commit log.
+const CHECKED_FILES: u64 = 3;
+
+/// What the checks found.
+#[derive(Default)]
+pub(crate) struct QueueChecks {
+    /// The checkpoint's record of each queue that the log confirms: no queue offset below it is
+    /// handed out again.
+    pub(crate) floors: QueueMap<QueueSummary>,
+    /// Dispatch must restart at or below this log offset to refill what the checks removed.
+    pub(crate) refill_from: Option<u64>,
+    /// The queues cut or rebuilt: a consumer offset past such a queue's end (or floor) is lowered
+    /// to it once dispatch refilled it. A queue merely missing is rebuilt, not clamped.
+    pub(crate) rebuilt: Vec<(String, u32)>,
+}
+
+impl QueueChecks {
+    fn refill(&mut self, topic: &str, queue_id: u32, from: u64) {
+        self.refill_from = Some(self.refill_from.map_or(from, |r| r.min(from)));
+        self.rebuilt.push((topic.to_owned(), queue_id));
+    }
+}
+
+/// Runs every check (see the module documentation) on `queues`, the store checkpoint's
+/// `dispatched_up_to` being `from` and its summaries `summaries`.
+pub(crate) fn check(
+    queues: &Queues,
+    log: &Log,
+    from: u64,
+    summaries: &[QueueSummary],
+    entries_per_file: u64,
+) -> Result<QueueChecks> {
+    let mut checks = QueueChecks::default();
+    cut_tails(queues, log, from, entries_per_file, &mut checks)?;
+    let mut reader = MessageReader::new(log);
+    for summary in summaries {
+        if !confirmed_by_log(&mut reader, log, summary)? {
+            continue;
+        }
+        checks.floors.insert(&summary.topic, summary.queue_id, summary.clone());
+        against_summary(queues, summary, log.start_offset(), &mut checks)?;
+    }
+    for (topic, queue_id, queue) in queues.all() {
+        if let Some(reason) = last_entry_fault(&mut reader, &queue, &topic, queue_id)? {
+            tracing::warn!(
+                topic,
+                queue_id,
+                reason,
+                "consume queue does not match the commit log: rebuilt from the log's start"
+            );
+            queues.remove_damaged(&topic, queue_id)?;
+            checks.refill(&topic, queue_id, 0);
+        }
+    }
+    Ok(checks)
+}
+
+/// Checks every queue from its entry for `from` (the store checkpoint: entries below it were
+/// durable), and at least its last [`CHECKED_FILES`] files, and cuts it at its first entry that
+/// does not fit the log (docs/DESIGN.md §11): zero, not above the previous entry's log offset, or
+/// at or past the log's end. A cut queue is refilled from after the last entry it kept.
+fn cut_tails(queues: &Queues, log: &Log, from: u64, entries_per_file: u64, checks: &mut QueueChecks) -> Result<()> {
+    let log_next = log.next_offset();
+    for (topic, queue_id, queue) in queues.all() {
+        let durable_end = queue.queue_offset_for_log_offset(from)?;
+        let last_files = queue.max_offset().saturating_sub(CHECKED_FILES * entries_per_file);
+        let recovered = queue.recover(durable_end.min(last_files), log_next)?;
+        if recovered.removed == 0 {
+            continue;
+        }
+        let after_kept = after_last_entry(&queue)?;
+        tracing::warn!(
+            topic,
+            queue_id,
+            removed = recovered.removed,
+            end = recovered.end,
+            refill_from = after_kept,
+            "consume queue cut at its first entry that does not fit the commit log"
+        );
+        checks.refill(&topic, queue_id, after_kept);
+        crate::failpoint::crash_point!("store_recovery_after_queue_cut");
+    }
+    Ok(())
+}
+
+/// The log offset after the queue's last entry (0 if it has none).
+fn after_last_entry(queue: &ConsumeQueue) -> Result<u64> {
+    let last = queue.max_offset().checked_sub(1).filter(|&q| q >= queue.min_offset());
+    Ok(match last {
+        Some(q) => queue.get(q)?.map_or(0, |entry| entry.log_offset + 1),
+        None => 0,
+    })
+}
+
+/// Whether the log still holds what `summary` says the queue's last entry pointed at (or
+/// retention removed it): a log that lost its tail (an unclean shutdown before the log's
+/// fsync) makes the summary stale, and the queue's numbering goes on from the log.
+fn confirmed_by_log(reader: &mut MessageReader<'_>, log: &Log, summary: &QueueSummary) -> Result<bool> {
+    let Some(last) = summary.last_log_offset else { return Ok(true) };
+    let expected = summary.next_queue_offset.checked_sub(1);
+    let fault = if last >= log.next_offset() {
+        Some("the log ends before it")
+    } else if last < log.start_offset() {
+        None // removed by retention: the summary is all that is left of it
+    } else {
+        match message_at(reader, last)? {
+            Some(m)
+                if m.topic() == summary.topic
+                    && m.queue_id() == summary.queue_id
+                    && Some(m.queue_offset()) == expected =>
+            {
+                None
+            }
+            Some(_) => Some("the log holds another message there"),
+            None => Some("the log does not hold a message there"),
+        }
+    };
+    if let Some(reason) = fault {
+        tracing::warn!(
+            topic = summary.topic,
+            queue_id = summary.queue_id,
+            log_offset = last,
+            reason,
+            "the store checkpoint's record of a queue does not match the commit log: ignored"
+        );
+    }
+    Ok(fault.is_none())
+}
+
+/// Compares a queue with the checkpoint's (confirmed) record of it: missing or short, it is
+/// refilled from after its last entry; holding another entry where the record says, it is
+/// removed and rebuilt.
+fn against_summary(queues: &Queues, summary: &QueueSummary, log_start: u64, checks: &mut QueueChecks) -> Result<()> {
+    let (topic, queue_id) = (summary.topic.as_str(), summary.queue_id);
+    let Some(queue) = queues.get(topic, queue_id) else {
+        if summary.next_queue_offset > 0 {
+            tracing::warn!(topic, queue_id, "consume queue missing: rebuilt from the commit log");
+            checks.refill(topic, queue_id, 0);
+        }
+        return Ok(());
+    };
+    let Some(last) = summary.next_queue_offset.checked_sub(1) else { return Ok(()) };
+    if queue.max_offset() <= last {
+        let from = after_last_entry(&queue)?;
+        tracing::warn!(
+            topic,
+            queue_id,
+            end = queue.max_offset(),
+            checkpointed = summary.next_queue_offset,
+            refill_from = from,
+            "consume queue shorter than the store checkpoint recorded: refilled from the commit log"
+        );
+        checks.refill(topic, queue_id, from);
+        return Ok(());
+    }
+    if last < queue.min_offset() || summary.last_log_offset.is_some_and(|l| l < log_start) {
+        // Retention removed the entry since, or its message (a placeholder a rebuild writes again
+        // may point elsewhere below the log's start).
+        return Ok(());
+    }
+    let held = queue.get(last)?.map(|entry| entry.log_offset);
+    if held != summary.last_log_offset {
+        tracing::warn!(
+            topic,
+            queue_id,
+            queue_offset = last,
+            held,
+            checkpointed = summary.last_log_offset,
+            "consume queue holds another entry than the store checkpoint recorded: rebuilt from the log's start"
+        );
+        queues.remove_damaged(topic, queue_id)?;
+        checks.refill(topic, queue_id, 0);
+    }
+    Ok(())
+}
+
+/// Why the queue's last entry does not point at its own message, if it does not: the message it
+/// points at must be of this topic and queue, carry the entry's queue offset and have its size.
+/// An entry below the log's start (retention, a placeholder) is not checked.
+fn last_entry_fault(
+    reader: &mut MessageReader<'_>,
+    queue: &ConsumeQueue,
+    topic: &str,
+    queue_id: u32,
+) -> Result<Option<&'static str>> {
+    let Some(last) = queue.max_offset().checked_sub(1).filter(|&q| q >= queue.min_offset()) else {
+        return Ok(None);
+    };
+    let Some(entry) = queue.get(last)? else { return Ok(None) };
+    Ok(match message_at(reader, entry.log_offset)? {
+        None => None, // removed by retention (entries at or past the log's end were cut)
+        Some(m) if m.topic() != topic || m.queue_id() != queue_id => {
+            Some("its last entry points at another queue's message")
+        }
+        Some(m) if m.queue_offset() != last => Some("its last entry points at a message with another queue offset"),
+        Some(m) if u32::try_from(m.encoded_len()).ok() != Some(entry.size) => {
+            Some("its last entry has another size than its message")
+        }
+        Some(_) => None,
+    })
+}
+
+/// The message at `log_offset`, `None` if the log no longer holds it or the record there is not a
+/// message.
+fn message_at(reader: &mut MessageReader<'_>, log_offset: u64) -> Result<Option<StoredMessage>> {
+    let Some(record) = reader.read(log_offset, || 1)? else { return Ok(None) };
+    Ok(StoredMessage::decode(record).ok())
+}
