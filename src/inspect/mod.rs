@@ -15,6 +15,7 @@
 //! | `index_sanity.rs` | `dump --index-sanity-check`: index files checked as `verify` does |
 //! | `recover.rs` | `recover`: the read-only check, the offline open, what changed |
 //! | `store.rs` | the message store's files: their dumps and `verify_store` |
+//! | `store_recover.rs` | `store recover`: the commit log recovered, every derived file rebuilt |
 //!
 //! `verify_log.rs` is not `verify.rs`: a module named like the `verify` function it exports would
 //! make a doc link to `super::verify` (in `store.rs`) ambiguous.
@@ -25,6 +26,7 @@ mod index_sanity;
 mod listing;
 mod recover;
 pub mod store;
+mod store_recover;
 mod verify_log;
 mod walk;
 
@@ -32,6 +34,7 @@ pub use dirs::{DirState, dir_state, ends_in_data, held_by_a_writer, offline_conf
 pub use dump::{Dump, DumpOptions, dump_dir, dump_dir_with, dump_file, dump_file_with};
 pub use index_sanity::{IndexSanity, index_sanity};
 pub use recover::{LogShape, Projection, RecoverOptions, RecoverOutcome, projection, recover};
+pub use store_recover::{QueueOffsetsCut, StoreRecoverOutcome, recover_store};
 pub use verify_log::{Finding, SegmentCheck, Severity, VerifyReport, empty_foreign_files, verify};
 pub use walk::{BatchInfo, RecordInfo};
 

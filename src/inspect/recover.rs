@@ -181,6 +181,10 @@ fn ensure_a_log(dir: &Path) -> Result<()> {
         DirState::Missing => {
             Err(Error::io("open", dir)(std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory")))
         }
+        DirState::Empty | DirState::NotALog if dir.join(crate::format::STORE_COMMIT_LOG_DIR).is_dir() => {
+            let reason = "a message store, not a log directory: recover it with `strata store recover`";
+            Err(Error::io("recover", dir)(std::io::Error::other(reason)))
+        }
         DirState::Empty | DirState::NotALog => {
             let reason = "no segments or checkpoint: not a log directory, nothing to recover";
             Err(Error::io("recover", dir)(std::io::Error::other(reason)))

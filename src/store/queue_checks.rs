@@ -155,15 +155,18 @@ fn confirmed_by_log(reader: &mut MessageReader<'_>, log: &Log, summary: &QueueSu
 /// removed and rebuilt.
 fn against_summary(queues: &Queues, summary: &QueueSummary, log_start: u64, checks: &mut QueueChecks) -> Result<()> {
     let (topic, queue_id) = (summary.topic.as_str(), summary.queue_id);
+    // Whether the log may still hold messages the queue lacks (its last one is not below the
+    // log's start); if not, the summary is a floor only.
+    let in_log = summary.last_log_offset.is_some_and(|last| last >= log_start);
     let Some(queue) = queues.get(topic, queue_id) else {
-        if summary.next_queue_offset > 0 {
+        if in_log {
             tracing::warn!(topic, queue_id, "consume queue missing: rebuilt from the commit log");
             checks.refill(topic, queue_id, 0);
         }
         return Ok(());
     };
     let Some(last) = summary.next_queue_offset.checked_sub(1) else { return Ok(()) };
-    if queue.max_offset() <= last {
+    if queue.max_offset() <= last && in_log {
         let from = after_last_entry(&queue)?;
         tracing::warn!(
             topic,
@@ -176,7 +179,7 @@ fn against_summary(queues: &Queues, summary: &QueueSummary, log_start: u64, chec
         checks.refill(topic, queue_id, from);
         return Ok(());
     }
-    if last < queue.min_offset() || summary.last_log_offset.is_some_and(|l| l < log_start) {
+    if last < queue.min_offset() || queue.max_offset() <= last || !in_log {
         // Retention removed the entry since, or its message (a placeholder a rebuild writes again
         // may point elsewhere below the log's start).
         return Ok(());

@@ -178,6 +178,12 @@ impl StoreState {
     /// end of a queue in `rebuilt`, and (after a recovery or a rebuild) writes a checkpoint.
     fn finish_open(&self, recovered: bool, rebuilt: &[(String, u32)]) -> Result<()> {
         self.catch_up()?;
+        for floor in self.puts.floors().values() {
+            if floor.next_queue_offset > 0 && self.queues.get(&floor.topic, floor.queue_id).is_none() {
+                // Nothing of it is left but its numbering: it is listed, empty, from there.
+                self.queues.get_or_open(&floor.topic, floor.queue_id)?.start_empty_at(floor.next_queue_offset);
+            }
+        }
         self.sweep()?;
         for (topic, queue_id) in rebuilt {
             // A queue cut or rebuilt may end below what a consumer committed (the log lost its

@@ -119,6 +119,20 @@ impl ConsumeQueue {
     }
 }
 
+impl ConsumeQueue {
+    /// A queue with no file starts its numbering at `queue_offset` (its floor: its messages were
+    /// removed by retention and its files lost): it holds `[queue_offset, queue_offset)` until
+    /// its next message. No effect on a queue with a file.
+    pub(crate) fn start_empty_at(&self, queue_offset: u64) {
+        let _writer = self.writer.lock();
+        if self.files.read().is_empty() && self.max_offset() < queue_offset {
+            // `max` first, so `min ≤ max` holds at every step.
+            self.max.store(queue_offset, Ordering::Release);
+            self.min.store(queue_offset, Ordering::Release);
+        }
+    }
+}
+
 /// Whether `name` is one plain path component (the store validates topics; this only keeps a
 /// path from leaving the queue's directory).
 fn is_plain_name(name: &str) -> bool {

@@ -15,6 +15,7 @@ use strata_log::{MessageStore, StoreConfig};
 mod get;
 mod put;
 mod query;
+mod recover;
 mod stats;
 
 #[derive(Subcommand)]
@@ -29,6 +30,10 @@ pub(crate) enum StoreCommand {
     /// Print the topics and queues with their offsets, the index files, and each consumer
     /// group's committed offset and lag per queue.
     Stats(stats::StatsArgs),
+    /// Repair a store offline: recover its commit log (refused without `--force` where that
+    /// would lose acknowledged messages), then rebuild every consume queue and index file from
+    /// it; says what was rebuilt. `--dry-run` changes nothing.
+    Recover(recover::RecoverArgs),
 }
 
 pub(super) fn run(command: StoreCommand, out: &mut dyn Write, notes: Notes) -> Result<ExitCode, ToolError> {
@@ -37,6 +42,7 @@ pub(super) fn run(command: StoreCommand, out: &mut dyn Write, notes: Notes) -> R
         StoreCommand::Get(args) => get::run(args, out, notes),
         StoreCommand::Query(args) => query::run(args, out, notes),
         StoreCommand::Stats(args) => stats::run(args, out),
+        StoreCommand::Recover(args) => recover::run(args, out),
     }
 }
 
