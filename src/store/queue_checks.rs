@@ -58,6 +58,11 @@ pub(crate) fn check(
     let mut reader = MessageReader::new(log);
     for summary in summaries {
         if !confirmed_by_log(&mut reader, log, summary)? {
+            if summary.last_log_offset.is_some_and(|last| last >= log.next_offset()) {
+                // The log lost the queue's last messages: the queue was cut (its tail check cut
+                // the entries), and its consumers' offsets may be past its end now.
+                checks.rebuilt.push((summary.topic.clone(), summary.queue_id));
+            }
             continue;
         }
         checks.floors.insert(&summary.topic, summary.queue_id, summary.clone());
