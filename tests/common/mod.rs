@@ -5,6 +5,7 @@ pub mod child;
 pub mod ext4;
 pub mod ops_child;
 pub mod store_child;
+pub mod store_derived;
 
 use std::path::Path;
 
