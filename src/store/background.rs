@@ -19,8 +19,9 @@ use crate::store::state::StoreState;
 pub(crate) fn schedule(inner: &Arc<StoreState>, events: &EventHandle) {
     let flush = Duration::from_millis(inner.config.flush_interval_ms);
     every(Arc::downgrade(inner), events.clone(), flush, "store checkpoint", |inner| {
-        let checkpointed = inner.write_checkpoint();
-        inner.sweep().and(checkpointed)
+        // The sweep first: the checkpoint then records the queues as retention left them.
+        let swept = inner.sweep();
+        inner.write_checkpoint().and(swept)
     });
     let offsets = Duration::from_millis(inner.config.offsets_flush_ms);
     every(Arc::downgrade(inner), events.clone(), offsets, "consumer offsets", |inner| {
@@ -102,6 +103,9 @@ impl StoreState {
             }
         }
         let index = self.index.delete_files_below(start);
+        // The queues' first entries moved (and files may be gone): the next checkpoint records
+        // them even if dispatch did not move.
+        self.maintenance.summaries_changed();
         let swept = first.and(index.map(|_| ()));
         match swept {
             Ok(()) => {

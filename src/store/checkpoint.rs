@@ -45,6 +45,10 @@ pub(crate) struct Checkpoint {
 pub(crate) struct QueueSummary {
     pub(crate) topic: String,
     pub(crate) queue_id: u32,
+    /// The first queue offset the queue held (retention raises it, whole files at a time).
+    pub(crate) min_queue_offset: u64,
+    /// The log offset of the entry at `min_queue_offset` (`None`: the queue had none).
+    pub(crate) first_log_offset: Option<u64>,
     /// Every queue offset below this was handed out (and its entry durable, or its message removed
     /// by retention).
     pub(crate) next_queue_offset: u64,
@@ -81,6 +85,8 @@ impl Checkpoint {
             b.push(queue.topic.len() as u8);
             b.extend_from_slice(queue.topic.as_bytes());
             b.extend_from_slice(&queue.queue_id.to_be_bytes());
+            b.extend_from_slice(&queue.min_queue_offset.to_be_bytes());
+            b.extend_from_slice(&queue.first_log_offset.unwrap_or(STORE_CHECKPOINT_NO_ENTRY).to_be_bytes());
             b.extend_from_slice(&queue.next_queue_offset.to_be_bytes());
             b.extend_from_slice(&queue.last_log_offset.unwrap_or(STORE_CHECKPOINT_NO_ENTRY).to_be_bytes());
         }
@@ -116,7 +122,7 @@ impl Checkpoint {
         let mut reader = Reader { bytes: body, at: 6 };
         let dispatched_up_to = reader.u64()?;
         let (queue_count, file_count) = (reader.u32()?, reader.u32()?);
-        let mut queues = Vec::with_capacity((queue_count as usize).min(body.len() / 21));
+        let mut queues = Vec::with_capacity((queue_count as usize).min(body.len() / 37));
         for _ in 0..queue_count {
             queues.push(reader.queue()?);
         }
@@ -159,22 +165,30 @@ impl Reader<'_> {
         let topic = std::str::from_utf8(self.take(len)?)
             .map_err(|_| Corruption::BadFile("a queue summary's topic is not UTF-8"))?
             .to_owned();
-        let (queue_id, next_queue_offset, last) = (self.u32()?, self.u64()?, self.u64()?);
-        let last_log_offset = (last != STORE_CHECKPOINT_NO_ENTRY).then_some(last);
-        Ok(QueueSummary { topic, queue_id, next_queue_offset, last_log_offset })
+        let (queue_id, min_queue_offset, first) = (self.u32()?, self.u64()?, self.u64()?);
+        let (next_queue_offset, last) = (self.u64()?, self.u64()?);
+        let entry = |offset| (offset != STORE_CHECKPOINT_NO_ENTRY).then_some(offset);
+        let (first_log_offset, last_log_offset) = (entry(first), entry(last));
+        Ok(QueueSummary { topic, queue_id, min_queue_offset, first_log_offset, next_queue_offset, last_log_offset })
     }
 }
 
 /// The checkpoint in `root`, or an empty one (dispatch from the log's start, no summary) if there
 /// is no usable file (logged).
 pub(crate) fn read(root: &Path) -> Result<Checkpoint> {
+    Ok(read_usable(root)?.unwrap_or_default())
+}
+
+/// The checkpoint in `root`; `None` if there is no usable file (logged if it is damaged).
+pub(crate) fn read_usable(root: &Path) -> Result<Option<Checkpoint>> {
     let Some(bytes) = storage::read_if_exists(&root.join(STORE_CHECKPOINT_FILE))? else {
-        return Ok(Checkpoint::default());
+        return Ok(None);
     };
-    Ok(Checkpoint::decode(&bytes).unwrap_or_else(|reason| {
-        tracing::warn!(root = %root.display(), %reason, "ignoring the store checkpoint: dispatch restarts at the log's start");
-        Checkpoint::default()
-    }))
+    Ok(Checkpoint::decode(&bytes)
+        .inspect_err(|reason| {
+            tracing::warn!(root = %root.display(), %reason, "ignoring the store checkpoint: dispatch restarts at the log's start");
+        })
+        .ok())
 }
 
 /// Replaces the file atomically and durably. Call only once every queue and index entry for
@@ -209,8 +223,22 @@ mod tests {
         Checkpoint {
             dispatched_up_to: 12_345,
             queues: vec![
-                QueueSummary { topic: "orders".into(), queue_id: 0, next_queue_offset: 7, last_log_offset: Some(900) },
-                QueueSummary { topic: "é".into(), queue_id: 3, next_queue_offset: 0, last_log_offset: None },
+                QueueSummary {
+                    topic: "orders".into(),
+                    queue_id: 0,
+                    min_queue_offset: 2,
+                    first_log_offset: Some(300),
+                    next_queue_offset: 7,
+                    last_log_offset: Some(900),
+                },
+                QueueSummary {
+                    topic: "é".into(),
+                    queue_id: 3,
+                    min_queue_offset: 0,
+                    first_log_offset: None,
+                    next_queue_offset: 0,
+                    last_log_offset: None,
+                },
             ],
             index_files: vec![IndexFileSummary { begin_log_offset: 0, index_count: 9, end_log_offset: 12_000 }],
         }

@@ -99,10 +99,17 @@ pub(crate) fn flush_queues(queues: &Queues) -> Result<Vec<QueueSummary>> {
     let mut first = Ok(());
     let mut summaries = Vec::new();
     for (topic, queue_id, queue) in queues.all() {
-        match ConsumeQueue::flush(&queue) {
-            Ok(flushed) => summaries.push(QueueSummary {
+        let flushed = ConsumeQueue::flush(&queue).and_then(|flushed| {
+            let min = queue.min_offset();
+            let first = if min < flushed.queue_offset { queue.get(min)?.map(|entry| entry.log_offset) } else { None };
+            Ok((flushed, min, first))
+        });
+        match flushed {
+            Ok((flushed, min_queue_offset, first_log_offset)) => summaries.push(QueueSummary {
                 topic,
                 queue_id,
+                min_queue_offset,
+                first_log_offset,
                 next_queue_offset: flushed.queue_offset,
                 last_log_offset: flushed.last_log_offset,
             }),

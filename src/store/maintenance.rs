@@ -23,6 +23,12 @@ impl Maintenance {
         self.last_checkpoint.load(Ordering::Acquire) != dispatched
     }
 
+    /// What the checkpoint summarises changed without dispatch moving (retention deleted files):
+    /// the next checkpoint is written whatever `dispatched` is.
+    pub(crate) fn summaries_changed(&self) {
+        self.last_checkpoint.store(u64::MAX, Ordering::Release);
+    }
+
     /// A checkpoint at `dispatched` was written.
     pub(crate) fn checkpointed(&self, dispatched: u64) {
         self.last_checkpoint.store(dispatched, Ordering::Release);

@@ -21,6 +21,11 @@ impl<'a> MessageReader<'a> {
         MessageReader { log, cursor: None, batches: Vec::new() }
     }
 
+    /// The log's next offset.
+    pub(crate) fn log_next(&self) -> u64 {
+        self.log.next_offset()
+    }
+
     /// The record at `log_offset`, or `None` if the log no longer holds it (retention). Reads
     /// ahead about `ahead()` bytes when it has to read (the sizes of the messages wanted next).
     pub(crate) fn read(&mut self, log_offset: u64, ahead: impl FnOnce() -> usize) -> Result<Option<RecordView>> {

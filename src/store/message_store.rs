@@ -138,8 +138,12 @@ impl MessageStore {
         if wanted > inner.progress.dispatched() {
             inner.dispatch_through(wanted - 1)?;
         }
+        // The checkpoint records each queue's numbering before its messages go: should the queue's
+        // files be lost later, that is all that is left of it.
+        inner.write_checkpoint()?;
         let start = inner.log.delete_records_before(wanted.min(inner.progress.dispatched()))?;
         inner.sweep()?;
+        inner.write_checkpoint()?;
         Ok(start)
     }
 

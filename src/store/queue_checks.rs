@@ -11,7 +11,7 @@
 //! queue, checked against the log, is its floor: no queue offset below it is handed out again,
 //! even when retention removed the messages a rebuild would need.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::log::Log;
 use crate::store::checkpoint::QueueSummary;
 use crate::store::consume_queue::ConsumeQueue;
@@ -66,10 +66,18 @@ pub(crate) fn check(
             continue;
         }
         checks.floors.insert(&summary.topic, summary.queue_id, summary.clone());
-        against_summary(queues, summary, log.start_offset(), &mut checks)?;
+        against_summary(queues, summary, (log.start_offset(), from), &mut checks)?;
     }
     for (topic, queue_id, queue) in queues.all() {
-        if let Some(reason) = last_entry_fault(&mut reader, &queue, &topic, queue_id)? {
+        if queue.max_offset() == 0 && checks.floors.get(&topic, queue_id).is_none() {
+            // No entry, no numbering, and no record of one: nothing says this store ever had the
+            // queue (another store's directory, cut to nothing). Its messages, if any, are
+            // dispatched again. (An empty queue further on carries its numbering: kept.)
+            tracing::warn!(topic, queue_id, "empty consume queue the store checkpoint does not know: removed");
+            queues.remove_damaged(&topic, queue_id)?;
+            continue;
+        }
+        if let Some(reason) = end_entries_fault(&mut reader, &queue, &topic, queue_id)? {
             tracing::warn!(
                 topic,
                 queue_id,
@@ -156,9 +164,15 @@ fn confirmed_by_log(reader: &mut MessageReader<'_>, log: &Log, summary: &QueueSu
 }
 
 /// Compares a queue with the checkpoint's (confirmed) record of it: missing or short, it is
-/// refilled from after its last entry; holding another entry where the record says, it is
-/// removed and rebuilt.
-fn against_summary(queues: &Queues, summary: &QueueSummary, log_start: u64, checks: &mut QueueChecks) -> Result<()> {
+/// refilled from after its last entry; holding other entries than the record says, it is removed
+/// and rebuilt.
+/// `log_start` is the log's start, `checkpointed` the checkpoint's dispatched-up-to.
+fn against_summary(
+    queues: &Queues,
+    summary: &QueueSummary,
+    (log_start, checkpointed): (u64, u64),
+    checks: &mut QueueChecks,
+) -> Result<()> {
     let (topic, queue_id) = (summary.topic.as_str(), summary.queue_id);
     // Whether the log may still hold messages the queue lacks (its last one is not below the
     // log's start); if not, the summary is a floor only.
@@ -170,8 +184,17 @@ fn against_summary(queues: &Queues, summary: &QueueSummary, log_start: u64, chec
         }
         return Ok(());
     };
-    let Some(last) = summary.next_queue_offset.checked_sub(1) else { return Ok(()) };
-    if queue.max_offset() <= last && in_log {
+    let was_cut = checks.rebuilt.iter().any(|(t, q)| t == topic && *q == queue_id);
+    if let Some(fault) = summary_fault(&queue, summary, (log_start, checkpointed), was_cut)? {
+        tracing::warn!(
+            topic,
+            queue_id,
+            fault,
+            "consume queue does not match the store checkpoint: rebuilt from the log's start"
+        );
+        queues.remove_damaged(topic, queue_id)?;
+        checks.refill(topic, queue_id, 0);
+    } else if in_log && queue.max_offset() < summary.next_queue_offset {
         let from = after_last_entry(&queue)?;
         tracing::warn!(
             topic,
@@ -182,53 +205,110 @@ fn against_summary(queues: &Queues, summary: &QueueSummary, log_start: u64, chec
             "consume queue shorter than the store checkpoint recorded: refilled from the commit log"
         );
         checks.refill(topic, queue_id, from);
-        return Ok(());
-    }
-    if last < queue.min_offset() || queue.max_offset() <= last || !in_log {
-        // Retention removed the entry since, or its message (a placeholder a rebuild writes again
-        // may point elsewhere below the log's start).
-        return Ok(());
-    }
-    let held = queue.get(last)?.map(|entry| entry.log_offset);
-    if held != summary.last_log_offset {
-        tracing::warn!(
-            topic,
-            queue_id,
-            queue_offset = last,
-            held,
-            checkpointed = summary.last_log_offset,
-            "consume queue holds another entry than the store checkpoint recorded: rebuilt from the log's start"
-        );
-        queues.remove_damaged(topic, queue_id)?;
-        checks.refill(topic, queue_id, 0);
     }
     Ok(())
 }
 
-/// Why the queue's last entry does not point at its own message, if it does not: the message it
-/// points at must be of this topic and queue, carry the entry's queue offset and have its size.
-/// An entry below the log's start (retention, a placeholder) is not checked.
-fn last_entry_fault(
+/// Why the queue cannot be the one the checkpoint recorded (grown, or shrunk by retention), if it
+/// cannot: its first offset rises only past entries pointing below the log's start (a reopen
+/// may find it lower: it is not stored, the first file's first entry is); the entries the record
+/// names hold the log offsets it names; its entries within the record's offsets point within the
+/// record's log offsets, and the first past them at or past the checkpoint.
+fn summary_fault(
+    queue: &ConsumeQueue,
+    summary: &QueueSummary,
+    (log_start, checkpointed): (u64, u64),
+    was_cut: bool,
+) -> Result<Option<&'static str>> {
+    let (min, max) = (queue.min_offset(), queue.max_offset());
+    let alive = |log_offset: Option<u64>| log_offset.filter(|&offset| offset >= log_start);
+    if max < summary.next_queue_offset && alive(summary.last_log_offset).is_none() {
+        // Short, with nothing in the log to refill it from: retention never takes a queue's last
+        // file, so these are not its files.
+        return Ok(Some("it ends below the numbering recorded, and the log holds nothing to refill it"));
+    }
+    if min > summary.next_queue_offset && was_cut {
+        // Its entries pointed past the log's end, and it starts past the numbering: not this
+        // store's. (Uncut, a queue further on than the record keeps its numbering: a queue
+        // offset is never handed out twice, and the record may be the stale one.)
+        return Ok(Some("it starts past the numbering recorded, and its entries pointed past the log's end"));
+    }
+    if min > summary.min_queue_offset && alive(summary.first_log_offset).is_some() {
+        // Retention deletes a queue's files only once every entry in them points below the log's
+        // start: these pointed at messages the log still holds.
+        return Ok(Some("it lost its first entries, not to retention"));
+    }
+    let log_offset_at = |q: u64| -> Result<Option<u64>> {
+        Ok(if (min..max).contains(&q) { queue.get(q)?.map(|entry| entry.log_offset) } else { None })
+    };
+    let recorded = [(summary.min_queue_offset, summary.first_log_offset)];
+    let last = summary.next_queue_offset.checked_sub(1).map(|q| (q, summary.last_log_offset));
+    for (q, expected) in recorded.into_iter().chain(last) {
+        // An entry below the log's start is not compared: a rebuild writes a placeholder for a
+        // removed message where it can.
+        if let Some(expected) = alive(expected)
+            && let Some(held) = log_offset_at(q)?
+            && held != expected
+        {
+            return Ok(Some("an entry holds another log offset than recorded"));
+        }
+    }
+    if let Some(after) = log_offset_at(summary.next_queue_offset)?
+        && (after < checkpointed || summary.last_log_offset.is_some_and(|last| after <= last))
+    {
+        // An entry past the record was dispatched after the checkpoint was taken.
+        return Ok(Some("an entry past the numbering recorded points before the checkpoint"));
+    }
+    if let (Some(first), Some(last_log)) = (summary.first_log_offset, summary.last_log_offset)
+        && let Some(q) = max.checked_sub(1).filter(|&q| q >= min && q < summary.next_queue_offset)
+        && let Some(held) = log_offset_at(q)?
+        && !(first..=last_log).contains(&held)
+    {
+        return Ok(Some("its last entry points outside the log offsets recorded"));
+    }
+    Ok(None)
+}
+
+/// Why the queue's first or last entry does not point at its own message, if one does not: the
+/// message an entry points at must be of this topic and queue, carry the entry's queue offset and
+/// have its size; an entry that does not read, or points at or past the log's end, is damage. An
+/// entry below the log's start (retention, a placeholder) is not checked.
+fn end_entries_fault(
     reader: &mut MessageReader<'_>,
     queue: &ConsumeQueue,
     topic: &str,
     queue_id: u32,
 ) -> Result<Option<&'static str>> {
-    let Some(last) = queue.max_offset().checked_sub(1).filter(|&q| q >= queue.min_offset()) else {
-        return Ok(None);
-    };
-    let Some(entry) = queue.get(last)? else { return Ok(None) };
-    Ok(match message_at(reader, entry.log_offset)? {
-        None => None, // removed by retention (entries at or past the log's end were cut)
-        Some(m) if m.topic() != topic || m.queue_id() != queue_id => {
-            Some("its last entry points at another queue's message")
+    let (min, max) = (queue.min_offset(), queue.max_offset());
+    let Some(last) = max.checked_sub(1).filter(|&q| q >= min) else { return Ok(None) };
+    for queue_offset in [min, last] {
+        let entry = match queue.get(queue_offset) {
+            Ok(Some(entry)) => entry,
+            Ok(None) => continue, // retired meanwhile (nothing runs beside an open: never)
+            Err(Error::Corrupt { .. }) => return Ok(Some("an entry at its ends does not read")),
+            Err(error) => return Err(error),
+        };
+        if entry.log_offset >= reader.log_next() {
+            return Ok(Some("an entry at its ends points past the commit log's end"));
         }
-        Some(m) if m.queue_offset() != last => Some("its last entry points at a message with another queue offset"),
-        Some(m) if u32::try_from(m.encoded_len()).ok() != Some(entry.size) => {
-            Some("its last entry has another size than its message")
+        let fault = match message_at(reader, entry.log_offset)? {
+            None => None, // removed by retention
+            Some(m) if m.topic() != topic || m.queue_id() != queue_id => {
+                Some("an entry points at another queue's message")
+            }
+            Some(m) if m.queue_offset() != queue_offset => {
+                Some("an entry points at a message with another queue offset")
+            }
+            Some(m) if u32::try_from(m.encoded_len()).ok() != Some(entry.size) => {
+                Some("an entry has another size than its message")
+            }
+            Some(_) => None,
+        };
+        if fault.is_some() {
+            return Ok(fault);
         }
-        Some(_) => None,
-    })
+    }
+    Ok(None)
 }
 
 /// The message at `log_offset`, `None` if the log no longer holds it or the record there is not a

@@ -70,9 +70,13 @@ struct Derived {
 /// log, and lowers the checkpoint to where dispatch must start again to rebuild what failed.
 fn load_derived(root: &Path, config: &StoreConfig, log: &Log, unclean: bool) -> Result<Derived> {
     let (log_start, log_next) = (log.start_offset(), log.next_offset());
-    let checkpointed = checkpoint::read(root)?;
+    let usable = checkpoint::read_usable(root)?;
+    // Without one, the queues' numbering lives only in their files until a checkpoint is written:
+    // the open writes one.
+    let checkpoint_lost = usable.is_none();
+    let checkpointed = usable.unwrap_or_default();
     let mut from = checkpointed.dispatched_up_to.min(log_next);
-    let (index, index_rebuilt) = open_index(root, config, &checkpointed, log_start)?;
+    let (index, index_rebuilt) = open_index(root, config, &checkpointed, (log_start, log_next))?;
     let queue_dir = root.join(STORE_CONSUME_QUEUE_DIR);
     let queues_existed = queue_dir.is_dir();
     let (queues, discarded) =
@@ -90,6 +94,20 @@ fn load_derived(root: &Path, config: &StoreConfig, log: &Log, unclean: bool) -> 
         tracing::warn!(root = %root.display(), from, log_next, "the store did not close cleanly: checking its index");
         let recovered = index.recover(from)?;
         crate::failpoint::crash_point!("store_recovery_after_index");
+        if let Some(newest) = recovered.newest
+            && newest.kept < newest.counted
+        {
+            // Entries a flush had made durable were cut (damage): the checkpoint may cover their
+            // messages, so dispatch redoes them from the last message the index still holds.
+            let resume = index.end_log_offset().unwrap_or(log_start);
+            tracing::warn!(
+                kept = newest.kept,
+                counted = newest.counted,
+                resume,
+                "index entries the checkpoint covered were cut: indexed again"
+            );
+            from = from.min(resume);
+        }
         if !recovered.removed.is_empty() {
             tracing::warn!(
                 files = recovered.removed.len(),
@@ -104,7 +122,7 @@ fn load_derived(root: &Path, config: &StoreConfig, log: &Log, unclean: bool) -> 
         // would leave it undone for good. Its summaries stay: they are what the rebuild must reach.
         checkpoint::write(root, &Checkpoint { dispatched_up_to: from, ..checkpointed })?;
     }
-    let rebuilt = rebuilt || checks.refill_from.is_some();
+    let rebuilt = rebuilt || checks.refill_from.is_some() || checkpoint_lost;
     Ok(Derived { queues, index, from, rebuilt, checks })
 }
 
@@ -154,14 +172,14 @@ fn open_index(
     root: &Path,
     config: &StoreConfig,
     checkpointed: &Checkpoint,
-    log_start: u64,
+    (log_start, log_next): (u64, u64),
 ) -> Result<(IndexFiles, bool)> {
     let dir = root.join(STORE_INDEX_DIR);
     let existed = dir.is_dir();
     let open =
         || IndexFiles::open_budgeted(&dir, config.index_slots, config.index_entries, config.log.map_budget.clone());
     let fault = match open() {
-        Ok(index) => match index.check(&checkpointed.index_files, log_start)? {
+        Ok(index) => match index.check(&checkpointed.index_files, log_start, log_next)? {
             None => return Ok((index, !existed)),
             Some(fault) => fault,
         },
@@ -179,9 +197,14 @@ impl StoreState {
     fn finish_open(&self, recovered: bool, rebuilt: &[(String, u32)]) -> Result<()> {
         self.catch_up()?;
         for floor in self.puts.floors().values() {
-            if floor.next_queue_offset > 0 && self.queues.get(&floor.topic, floor.queue_id).is_none() {
-                // Nothing of it is left but its numbering: it is listed, empty, from there.
-                self.queues.get_or_open(&floor.topic, floor.queue_id)?.start_empty_at(floor.next_queue_offset);
+            let held = self.queues.get(&floor.topic, floor.queue_id).map_or(0, |queue| queue.max_offset());
+            if held < floor.next_queue_offset {
+                // Nothing of it is left but its numbering: it is listed, empty, from there, and
+                // its directory keeps the numbering too (a failure leaves it in the checkpoint).
+                let queue = self.queues.get_or_open(&floor.topic, floor.queue_id)?;
+                if let Err(error) = queue.start_empty_at(floor.next_queue_offset) {
+                    tracing::warn!(topic = floor.topic, queue_id = floor.queue_id, %error, "an empty queue's file could not be created");
+                }
             }
         }
         self.sweep()?;

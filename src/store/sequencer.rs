@@ -78,8 +78,14 @@ mod tests {
     #[test]
     fn a_floor_raises_the_seed() {
         let mut floors = QueueMap::default();
-        let floor =
-            |next| QueueSummary { topic: "t".into(), queue_id: 0, next_queue_offset: next, last_log_offset: None };
+        let floor = |next| QueueSummary {
+            topic: "t".into(),
+            queue_id: 0,
+            min_queue_offset: 0,
+            first_log_offset: None,
+            next_queue_offset: next,
+            last_log_offset: None,
+        };
         floors.insert("t", 0, floor(40));
         let sequencer = PutSequencer::with_floors(floors);
         assert_eq!(sequencer.sequence("t", 0, 1, || 3, Ok).expect("appended"), 40, "below the floor: the floor");

@@ -92,7 +92,7 @@ impl ConsumeQueue {
     }
 
     /// Creates the queue's first file, at `queue_offset`.
-    fn start_at(&self, writer: &mut Writer, queue_offset: u64) -> Result<Arc<QueueFile>> {
+    pub(super) fn start_at(&self, writer: &mut Writer, queue_offset: u64) -> Result<Arc<QueueFile>> {
         let file = self.create_file(queue_offset)?;
         // `max` first, so `min ≤ max` holds at every step.
         self.max.store(queue_offset, Ordering::Release);

@@ -121,15 +121,17 @@ impl ConsumeQueue {
 
 impl ConsumeQueue {
     /// A queue with no file starts its numbering at `queue_offset` (its floor: its messages were
-    /// removed by retention and its files lost): it holds `[queue_offset, queue_offset)` until
-    /// its next message. No effect on a queue with a file.
-    pub(crate) fn start_empty_at(&self, queue_offset: u64) {
-        let _writer = self.writer.lock();
-        if self.files.read().is_empty() && self.max_offset() < queue_offset {
-            // `max` first, so `min ≤ max` holds at every step.
-            self.max.store(queue_offset, Ordering::Release);
-            self.min.store(queue_offset, Ordering::Release);
+    /// removed by retention and its files lost): its first file is created there, empty, so the
+    /// numbering is kept in the queue's own directory as well as in the store checkpoint; it
+    /// holds `[queue_offset, queue_offset)` until its next message. No effect on a queue with a
+    /// file. Errors are the file's creation's.
+    pub(crate) fn start_empty_at(&self, queue_offset: u64) -> Result<()> {
+        let mut writer = self.writer.lock();
+        self.check_not_poisoned()?;
+        if self.files.read().is_empty() {
+            self.start_at(&mut writer, queue_offset)?;
         }
+        Ok(())
     }
 }
 

@@ -2,7 +2,8 @@
 //! every file's slot table points only at entries the file counts, and every file the store
 //! checkpoint recorded is there, counts at least the entries it recorded, and holds, at the last
 //! of them, the log offset it recorded (another store's file, or a file cut or replaced, does not).
-//! The headers were checked when the files were opened. Damage in the middle of the entries is
+//! Each header's end is its last entry's log offset, below the log's end (the rest of the header
+//! was checked when the files were opened). Damage in the middle of the entries is
 //! no cheap check's to find: `strata verify` finds it, and every query re-checks each message's key.
 
 use std::sync::Arc;
@@ -22,8 +23,14 @@ const SLOTS_PER_READ: usize = 64 * 1024;
 impl IndexFiles {
     /// What is wrong with the index, if anything (see the module documentation), given the store
     /// checkpoint's record of its files, `summaries`, and the log's start (a recorded file that
-    /// ends below it may have been deleted by retention).
-    pub(crate) fn check(&self, summaries: &[IndexFileSummary], log_start: u64) -> Result<Option<String>> {
+    /// ends below it may have been deleted by retention) and next offset (no entry is for a
+    /// message at or past it).
+    pub(crate) fn check(
+        &self,
+        summaries: &[IndexFileSummary],
+        log_start: u64,
+        log_next: u64,
+    ) -> Result<Option<String>> {
         let files: Vec<Arc<IndexFile>> = self.files.read().clone();
         for summary in summaries {
             let file = files.iter().find(|f| f.begin_log_offset() == summary.begin_log_offset);
@@ -41,6 +48,9 @@ impl IndexFiles {
             }
         }
         for file in &files {
+            if let Some(fault) = header_fault(file, log_next)? {
+                return Ok(Some(format!("{}: {fault}", file.path().display())));
+            }
             if let Some((slot, value)) = file.slot_past_entries()? {
                 return Ok(Some(format!(
                     "{}: slot {slot} points at entry {value}, past the {} entries it holds",
@@ -51,6 +61,24 @@ impl IndexFiles {
         }
         Ok(None)
     }
+}
+
+/// Why `file`'s header does not fit its entries or the log, if it does not: its last entry is
+/// for the log offset the header ends at, below the log's end.
+fn header_fault(file: &IndexFile, log_next: u64) -> Result<Option<String>> {
+    let count = file.index_count();
+    if count == 0 {
+        return Ok(None);
+    }
+    let end = file.end_log_offset();
+    if end >= log_next {
+        return Ok(Some(format!("its header ends at log offset {end}, past the commit log's end {log_next}")));
+    }
+    let last = file.read_entry(count)?.map(|entry| entry.log_offset);
+    if last != Some(end) {
+        return Ok(Some(format!("its header ends at log offset {end}, its last entry is for {last:?}")));
+    }
+    Ok(None)
 }
 
 /// Why `file` is not what the checkpoint recorded of it, if it is not.

@@ -109,7 +109,6 @@ impl IndexFiles {
     }
 
     /// The largest log offset indexed (`None`: nothing is). Dispatch into the set resumes after it.
-    #[cfg(test)]
     pub(crate) fn end_log_offset(&self) -> Option<u64> {
         self.writer.lock().end_log_offset
     }
