@@ -150,6 +150,10 @@ pub fn recover(dir: &Path, options: RecoverOptions) -> Result<RecoverOutcome> {
         return Err(Error::Locked { path: dir.join(LOCK_FILE) });
     }
     let before = verify(dir, &LogConfig::default());
+    if let Err(error @ Error::UnsupportedFormat { .. }) = before {
+        // A newer build's log: recovery must not touch it (nor take its batches for damage).
+        return Err(error);
+    }
     let mut outcome = RecoverOutcome { dry_run: options.dry_run, ..RecoverOutcome::default() };
     if let Ok(report) = &before {
         record_before(report, &mut outcome);
