@@ -144,3 +144,41 @@ fn a_store_open_in_another_process_is_refused_clearly() {
     assert!(stderr(&out).contains("the message store is open in another process"), "{}", stderr(&out));
     held.close().unwrap();
 }
+
+/// A store `store put` creates has small files unless told otherwise (the library's defaults made
+/// a 420,000,040-byte index file and a 6,000,000-byte queue file for the README's first command);
+/// an existing store keeps its recorded sizes, and `put` says when it ignores one asked for.
+#[test]
+fn a_new_store_gets_small_files_and_an_existing_one_keeps_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("st");
+    let put = |extra: &[&str]| {
+        strata()
+            .args(["store", "put"])
+            .arg(&root)
+            .args(["--topic", "orders", "--key", "order-17", "--segment-bytes", "1048576"])
+            .args(extra)
+            .write_stdin("hello\nworld\n")
+            .output()
+            .unwrap()
+    };
+    let first = put(&[]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let len = |path: &str| std::fs::metadata(root.join(path)).unwrap().len();
+    assert_eq!(len("consumequeue/orders/0/00000000000000000000.cq"), 200_000);
+    assert_eq!(len("index/00000000000000000000.idx"), 4_200_040);
+    let again = put(&["--queue-entries-per-file", "5", "--index-slots", "50000"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(
+        stderr(&again).trim(),
+        "strata: --queue-entries-per-file 5 ignored: the store's files are made with 10000 (store.meta)"
+    );
+    let stats = strata().args(["store", "stats"]).arg(&root).output().unwrap();
+    assert!(
+        stdout(&stats).contains(
+            "file sizes  queue files 10000 entries (200000 bytes), index files 50000 slots, 200000 entries (4200040 bytes)"
+        ),
+        "{}",
+        stdout(&stats)
+    );
+}
