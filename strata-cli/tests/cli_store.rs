@@ -182,3 +182,22 @@ fn a_new_store_gets_small_files_and_an_existing_one_keeps_its_own() {
         stdout(&stats)
     );
 }
+
+/// A get of a queue the store does not have says so in one line, naming the queues it has, and
+/// exits 2 (it printed nothing and exited 0, as for an empty queue).
+#[test]
+fn get_of_a_queue_the_store_does_not_have_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), 2);
+    let store = MessageStore::open(dir.path(), small_config()).unwrap();
+    store.put(&Message::new("orders", 0, "x")).unwrap();
+    store.put(&Message::new("payments", 1, "y")).unwrap();
+    store.close().unwrap();
+    let got = strata().args(["store", "get", "--topic", "orders", "--queue", "3"]).arg(dir.path()).output().unwrap();
+    assert_eq!(got.status.code(), Some(2));
+    assert_eq!(stdout(&got), "");
+    assert_eq!(
+        stderr(&got).trim(),
+        "strata: no queue orders/3 in this store (topics: orders[0,2] payments[1]); --follow waits for it"
+    );
+}

@@ -303,6 +303,7 @@ pub fn get(
                     "messages before the queue's first were removed (retention); going on from its first"
                 );
             }
+            GetStatus::NoMatchedLogicQueue if !o.follow => return Err(no_such_queue(store, topic, queue_id)),
             GetStatus::OffsetOverflow if o.from.is_some() => {
                 return Err(ToolError::Usage(format!(
                     "queue offset {next} is past the end of {topic} queue {queue_id} ({}); use --from {}",
@@ -330,6 +331,31 @@ pub fn get(
         summary.committed = Some(next);
     }
     Ok(summary)
+}
+
+/// A get of a queue the store does not have: one line naming the queues it has, e.g. `no queue
+/// orders/3 in this store (topics: orders[0,1] payments[0]); --follow waits for it`.
+fn no_such_queue(store: &MessageStore, topic: &str, queue_id: u32) -> ToolError {
+    let mut topics: Vec<(String, Vec<u32>)> = Vec::new();
+    for QueueInfo { topic, queue_id, .. } in store.queues() {
+        match topics.last_mut() {
+            Some((last, ids)) if *last == topic => ids.push(queue_id),
+            _ => topics.push((topic, vec![queue_id])),
+        }
+    }
+    let has = if topics.is_empty() {
+        "it has no queue yet".to_owned()
+    } else {
+        let listed: Vec<String> = topics
+            .iter()
+            .map(|(topic, ids)| {
+                let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
+                format!("{topic}[{}]", ids.join(","))
+            })
+            .collect();
+        format!("topics: {}", listed.join(" "))
+    };
+    ToolError::Usage(format!("no queue {topic}/{queue_id} in this store ({has}); --follow waits for it"))
 }
 
 /// `query`: the newest `max` messages of `topic` with `key` stored in `[begin_ms, end_ms]`.
