@@ -186,7 +186,7 @@ fn ensure_a_log(dir: &Path) -> Result<()> {
             Err(Error::io("open", dir)(std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory")))
         }
         DirState::Empty | DirState::NotALog => {
-            let reason = "no segments or checkpoint: not a log directory, nothing to recover";
+            let reason = "not a log directory (no .log segment, checkpoint or log.meta found), nothing to recover";
             Err(Error::io("recover", dir)(std::io::Error::other(reason)))
         }
     }

@@ -145,3 +145,25 @@ fn store_commands_keep_the_commit_logs_recorded_parameters() {
     assert_eq!(json[0]["meta"]["index_interval_bytes"].as_u64(), Some(512), "{json}");
     assert_eq!(json[0]["meta"]["index_bytes"].as_u64(), Some(4 << 20), "{json}");
 }
+
+/// A command that only reads says what a directory of other files is not; only a command that
+/// writes says it refuses to write (read-only commands said "refusing to write into it").
+#[test]
+fn read_only_commands_on_a_directory_that_is_not_a_log_say_so_truly() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
+    let not_a_log = format!(
+        "strata: {} is not a log directory (no .log segment, checkpoint or log.meta found; it holds other files)",
+        dir.path().display()
+    );
+    for command in [&["verify"][..], &["consume"], &["offsets"]] {
+        let out = strata().args(command).arg(dir.path()).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{command:?}");
+        assert_eq!(stderr(&out).trim(), not_a_log, "{command:?}");
+    }
+    let out = strata().args(["truncate", "--to", "5"]).arg(dir.path()).output().unwrap();
+    assert_eq!(stderr(&out).trim(), format!("{not_a_log}; refusing to write into it"));
+    let out = strata().arg("recover").arg(dir.path()).output().unwrap();
+    assert!(stderr(&out).contains("not a log directory (no .log segment, checkpoint or log.meta found)"));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "nothing written");
+}
