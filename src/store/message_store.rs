@@ -98,10 +98,10 @@ impl MessageStore {
     /// ```
     /// use strata_log::{MessageStore, StoreConfig};
     /// # let dir = tempfile::tempdir()?;
-    /// let made = StoreConfig { queue_entries_per_file: 1_000, ..StoreConfig::default() };
-    /// MessageStore::open(dir.path(), made)?.close()?;
-    /// // Reopened with the defaults: the store keeps the size its queue files were made with.
-    /// let store = MessageStore::open(dir.path(), StoreConfig::default())?;
+    /// let small = StoreConfig { queue_entries_per_file: 1_000, index_slots: 64, index_entries: 256, ..StoreConfig::default() };
+    /// MessageStore::open(dir.path(), small.clone())?.close()?;
+    /// // Reopened asking for other sizes: the store keeps those its files were made with.
+    /// let store = MessageStore::open(dir.path(), StoreConfig { queue_entries_per_file: 50, ..small })?;
     /// assert_eq!(store.config().queue_entries_per_file, 1_000);
     /// # store.close()?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
