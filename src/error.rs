@@ -63,15 +63,18 @@ pub enum Error {
         /// The offending path.
         path: PathBuf,
     },
-    /// The directory was written by a newer build of strata: its `log.meta` names a format
-    /// version or a format feature this build does not know. Nothing was changed; open it with a
-    /// build that knows the format (reading on would risk taking data it cannot decode for a torn
-    /// tail and cutting it).
+    /// The directory, or a file in it, was written by a newer build of strata: a `log.meta` or
+    /// `store.meta` names a format version or a format feature this build does not know, or a
+    /// stored batch whose CRC is valid has attributes this build does not know (a compression codec,
+    /// a newer feature bit). Nothing was changed (no torn tail cut, no marker or lock file left by
+    /// a store's open); open it with a build that knows the format (reading on would risk taking
+    /// data it cannot decode for damage and cutting it).
     #[error("{path}: {what}; this build of strata does not know it and changed nothing (open it with a newer build)")]
     UnsupportedFormat {
-        /// The `log.meta` file.
+        /// The file: the `log.meta` or `store.meta`, or the `.log` holding the batch.
         path: PathBuf,
-        /// What is unknown, e.g. "format version 3 (this build reads up to 1)".
+        /// What is unknown, e.g. "format version 3 (this build reads up to 1)", or the batch's
+        /// position and attribute bits.
         what: String,
     },
     /// A configuration value is out of range.
@@ -446,7 +449,10 @@ pub enum Corruption {
         /// What the batch says.
         found: u64,
     },
-    /// Attribute bits that are reserved or not allowed here are set.
+    /// Attribute bits that are reserved or not allowed here are set (a compression codec, or a
+    /// bit this build does not know). In a caller's batch it is refused; in a stored batch it is
+    /// found only once the CRC has matched, so the batch is whole and of a newer format: reading
+    /// it is `Error::UnsupportedFormat`, never `Error::Corrupt`.
     #[error("unsupported attributes {0:#06x}")]
     BadAttributes(u16),
     /// A record inside the batch does not decode, or the records do not fill the batch exactly.
@@ -689,9 +695,36 @@ impl Error {
         }
     }
 
-    /// Builds a `Corrupt` error.
+    /// The error for bytes read from disk that failed a check: `Corrupt`, except a stored batch
+    /// whose attributes this build does not know ([`Corruption::BadAttributes`], which batch
+    /// validation reports only once the batch's CRC has matched): its bytes are whole, written by a
+    /// build that knows a compression codec or a feature this one does not, so it is
+    /// `UnsupportedFormat`, never damage, and nothing may cut it as a torn tail.
     pub(crate) fn corrupt(path: impl Into<PathBuf>, position: u64, reason: Corruption) -> Error {
-        Error::Corrupt { path: path.into(), position, reason }
+        match reason {
+            Corruption::BadAttributes(attributes) => Error::unsupported_batch(path.into(), position, attributes),
+            reason => Error::Corrupt { path: path.into(), position, reason },
+        }
+    }
+
+    /// `UnsupportedFormat` for the batch at `position` of the `.log` at `path`, whose CRC matched
+    /// and whose `attributes` hold bits this build does not know.
+    pub(crate) fn unsupported_batch(path: PathBuf, position: u64, attributes: u16) -> Error {
+        use crate::format::{ATTR_COMPRESSION_MASK, ATTR_KNOWN};
+        let codec = attributes & ATTR_COMPRESSION_MASK;
+        let unknown = attributes & !ATTR_KNOWN;
+        let what = match (codec, unknown) {
+            (0, bits) => format!("attribute bits {bits:#06x} this build does not know"),
+            (codec, 0) => format!("compression codec {codec}, which this build does not read"),
+            (codec, bits) => {
+                format!("compression codec {codec} and attribute bits {bits:#06x} this build does not know")
+            }
+        };
+        let what = format!(
+            "the batch at position {position} has attributes {attributes:#06x} ({what}); its CRC is valid, so \
+             it is data written by a newer build, not damage"
+        );
+        Error::UnsupportedFormat { path, what }
     }
 }
 

@@ -267,6 +267,35 @@ pub const STORE_CHECKPOINT_VERSION_1: u16 = 1;
 pub const STORE_CHECKPOINT_NO_ENTRY: u64 = u64::MAX;
 /// Exists while a message store is open: present at open means the last run did not close.
 pub const STORE_ABORT_FILE: &str = "abort";
+/// The file that records what a message store is (`<root>/store.meta`, docs/FORMAT.md
+/// "`store.meta`"): the format version and features of the store's own files, and the parameters
+/// its consume queues and index files are made with.
+pub const STORE_META_FILE: &str = "store.meta";
+/// Magic of `store.meta`.
+pub const STORE_META_MAGIC: [u8; 4] = *b"SSMD";
+/// The store format version this build writes and the newest it reads.
+pub const STORE_META_VERSION: u16 = 1;
+/// Position of `version u16`.
+pub const STORE_META_VERSION_POS: usize = STORE_META_MAGIC.len();
+/// Position of `features u64`: a bit per optional store format feature in use. A bit this build
+/// does not know refuses the store at open. No feature is defined yet.
+pub const STORE_META_FEATURES_POS: usize = STORE_META_VERSION_POS + 2;
+/// Position of `queue_entries_per_file u64`: entries of each new `.cq` file.
+pub const STORE_META_QUEUE_ENTRIES_POS: usize = STORE_META_FEATURES_POS + 8;
+/// Position of `index_slots u32`: hash slots of each new `.idx` file.
+pub const STORE_META_INDEX_SLOTS_POS: usize = STORE_META_QUEUE_ENTRIES_POS + 8;
+/// Position of `index_entries u32`: entries (entry 0 included) of each new `.idx` file.
+pub const STORE_META_INDEX_ENTRIES_POS: usize = STORE_META_INDEX_SLOTS_POS + 4;
+/// Position of `crc u32` of the bytes before it. In every version the CRC is the file's last four
+/// bytes, over all the bytes before it.
+pub const STORE_META_CRC_POS: usize = STORE_META_INDEX_ENTRIES_POS + 4;
+/// Size of `store.meta`.
+pub const STORE_META_LEN: usize = STORE_META_CRC_POS + 4;
+const _: () = assert!(STORE_META_CRC_POS == 30 && STORE_META_LEN == 34);
+/// The shortest `store.meta` of any version: magic, version, CRC.
+pub const STORE_META_MIN_LEN: usize = STORE_META_VERSION_POS + 2 + 4;
+/// The store format features this build knows (`features` bits): none yet.
+pub const STORE_META_KNOWN_FEATURES: u64 = 0;
 /// The message store's commit log directory (`<root>/commitlog/`).
 pub const STORE_COMMIT_LOG_DIR: &str = "commitlog";
 /// The message store's consume queues (`<root>/consumequeue/<topic>/<queue_id>/`).

@@ -13,6 +13,7 @@ use crate::log::Record;
 pub use crate::failpoint::CRASH_EXIT_CODE;
 pub use crate::log::meta::LogMeta;
 pub use crate::log::{BatchHeader, Checkpoint, CleanShutdown, OffsetEntry, TimeEntry};
+pub use crate::store::meta::{StoreMeta, StoreParameters};
 
 /// Every constant of the on-disk format (field positions, magics, versions, sizes, suffixes) and
 /// the file-name helpers.

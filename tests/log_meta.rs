@@ -131,3 +131,26 @@ fn a_flipped_version_byte_is_damage_not_a_newer_format() {
     let error = Log::open(dir.path(), LogConfig::default()).expect_err("refused");
     assert!(matches!(error, Error::Corrupt { .. }), "{error:?}");
 }
+
+/// The guard comes before the directory lock: a refused writer open leaves no lock file behind
+/// (every name and byte of the directory as it was).
+#[test]
+fn a_refused_open_creates_not_even_the_lock_file() {
+    let dir = tempfile::tempdir().unwrap();
+    crashed_log(dir.path());
+    edit_meta(dir.path(), |b| b[META_FEATURES_POS] = 0x80);
+    std::fs::remove_file(dir.path().join(".lock")).unwrap();
+    let every_file = || {
+        common::file_names(dir.path())
+            .into_iter()
+            .map(|n| {
+                let bytes = std::fs::read(dir.path().join(&n)).unwrap();
+                (n, bytes)
+            })
+            .collect::<Vec<_>>()
+    };
+    let before = every_file();
+    let error = Log::open(dir.path(), LogConfig::default()).expect_err("refused");
+    assert!(error.to_string().contains("format features 0x8000000000000000"), "{error}");
+    assert_eq!(every_file(), before);
+}

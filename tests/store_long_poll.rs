@@ -18,7 +18,7 @@ fn a_long_poll_wakes_on_a_put_and_times_out_empty() {
     let store = Arc::new(MessageStore::open(dir.path(), StoreConfig::default()).unwrap());
     let started = Instant::now();
     let empty = store.get_messages_wait("t", 0, 0, 10, None, Duration::from_millis(200)).unwrap();
-    assert_eq!((empty.status, empty.messages.len()), (GetStatus::NoNewMessage, 0));
+    assert_eq!((empty.status, empty.messages.len()), (GetStatus::NoMatchedLogicQueue, 0), "no such queue yet");
     assert!(started.elapsed() >= Duration::from_millis(200), "it waited the timeout out");
 
     let poller = {
@@ -36,6 +36,37 @@ fn a_long_poll_wakes_on_a_put_and_times_out_empty() {
     assert!(waited < Duration::from_secs(10), "woken by the put, not the timeout: {waited:?}");
     let metrics = store.metrics();
     assert!(metrics.long_polls_held >= 2 && metrics.long_polls_woken >= 1, "{metrics:?}");
+}
+
+/// A consumer may start before its producer: a wait on a queue that does not exist yet waits for
+/// it, and ends at its first message (read from the offset asked for), not at the timeout.
+#[test]
+fn a_long_poll_on_a_queue_that_does_not_exist_yet_ends_at_its_first_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        StoreConfig { queue_entries_per_file: 64, index_slots: 64, index_entries: 256, ..StoreConfig::default() };
+    let store = Arc::new(MessageStore::open(dir.path(), config).unwrap());
+    store.put(&Message::new("other", 0, "elsewhere")).unwrap();
+    let wait = |offset| {
+        let store = Arc::clone(&store);
+        std::thread::spawn(move || {
+            store.get_messages_wait("late", 3, offset, 10, None, Duration::from_secs(60)).unwrap()
+        })
+    };
+    let (from_start, past_it) = (wait(0), wait(5));
+    let producer = {
+        let store = Arc::clone(&store);
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            store.put(&Message::new("late", 3, "first")).unwrap();
+        })
+    };
+    let got = from_start.join().unwrap();
+    assert_eq!((got.status, got.messages.len()), (GetStatus::Found, 1), "{got:?}");
+    assert_eq!(got.messages[0].body(), b"first");
+    let got = past_it.join().unwrap();
+    assert_eq!((got.status, got.next_queue_offset), (GetStatus::OffsetOverflow, 1), "from 5, past the new queue's end");
+    producer.join().unwrap();
 }
 
 #[test]

@@ -150,6 +150,10 @@ pub fn recover(dir: &Path, options: RecoverOptions) -> Result<RecoverOutcome> {
         return Err(Error::Locked { path: dir.join(LOCK_FILE) });
     }
     let before = verify(dir, &LogConfig::default());
+    if let Err(error @ Error::UnsupportedFormat { .. }) = before {
+        // A newer build's log: recovery must not touch it (nor take its batches for damage).
+        return Err(error);
+    }
     let mut outcome = RecoverOutcome { dry_run: options.dry_run, ..RecoverOutcome::default() };
     if let Ok(report) = &before {
         record_before(report, &mut outcome);
@@ -186,7 +190,7 @@ fn ensure_a_log(dir: &Path) -> Result<()> {
             Err(Error::io("recover", dir)(std::io::Error::other(reason)))
         }
         DirState::Empty | DirState::NotALog => {
-            let reason = "no segments or checkpoint: not a log directory, nothing to recover";
+            let reason = "not a log directory (no .log segment, checkpoint or log.meta found), nothing to recover";
             Err(Error::io("recover", dir)(std::io::Error::other(reason)))
         }
     }

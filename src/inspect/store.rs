@@ -21,7 +21,7 @@ use crate::error::{Corruption, Error, Result};
 use crate::format::{
     CQ_ENTRY_LEN, CQ_SUFFIX, INDEX_FILE_ENTRY_LEN, INDEX_FILE_SLOT_LEN, INDEX_FILE_SUFFIX, OFFSETS_BACKUP_FILE,
     OFFSETS_FILE, STORE_ABORT_FILE, STORE_CHECKPOINT_FILE, STORE_COMMIT_LOG_DIR, STORE_CONSUME_QUEUE_DIR,
-    STORE_INDEX_DIR, parse_file_name,
+    STORE_INDEX_DIR, STORE_META_FILE, parse_file_name,
 };
 use crate::log::Log;
 use crate::store::checkpoint;
@@ -33,6 +33,7 @@ use crate::store::index::{
 };
 use crate::store::message::{StoredMessage, validate_topic};
 use crate::store::message_reader::MessageReader;
+use crate::store::meta::{self, StoreMeta, StoreParameters};
 
 /// Entries read from a file at once (1.3 MB of `.cq`, of `.idx`).
 const CHUNK_ENTRIES: u64 = 1 << 16;
@@ -180,6 +181,19 @@ pub struct CheckpointDump {
     pub problems: Vec<Damage>,
 }
 
+/// `store.meta`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct MetaDump {
+    /// The file.
+    pub path: PathBuf,
+    /// What it records, if it is readable.
+    pub meta: Option<StoreMeta>,
+    /// Why it is not (every open refuses the store until the file is deleted; it holds no
+    /// message, and the next writer open infers the parameters from the store's files again).
+    pub problems: Vec<Damage>,
+}
+
 /// One file of a message store, by kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -193,6 +207,8 @@ pub enum StoreDump {
     ConsumerOffsets(OffsetsDump),
     /// `store.checkpoint`.
     StoreCheckpoint(CheckpointDump),
+    /// `store.meta`.
+    StoreMeta(MetaDump),
 }
 
 impl StoreDump {
@@ -203,6 +219,7 @@ impl StoreDump {
             StoreDump::IndexFile(d) => &d.problems,
             StoreDump::ConsumerOffsets(d) => &d.problems,
             StoreDump::StoreCheckpoint(d) => &d.problems,
+            StoreDump::StoreMeta(d) => &d.problems,
         }
     }
 }
@@ -238,10 +255,11 @@ pub fn is_store_root(dir: &Path) -> bool {
 pub fn is_store_file(path: &Path) -> bool {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
     matches!(parse_file_name(name), Some((_, CQ_SUFFIX | INDEX_FILE_SUFFIX)))
-        || [OFFSETS_FILE, OFFSETS_BACKUP_FILE, STORE_CHECKPOINT_FILE].contains(&name)
+        || [OFFSETS_FILE, OFFSETS_BACKUP_FILE, STORE_CHECKPOINT_FILE, STORE_META_FILE].contains(&name)
 }
 
-/// Dumps one store file, by its name; `None` if it is not one ([`is_store_file`]).
+/// Dumps one store file, by its name; `None` if it is not one ([`is_store_file`]). A `store.meta`
+/// naming a format version or feature this build does not know is `Error::UnsupportedFormat`.
 pub fn dump_store_file(path: &Path) -> Result<Option<StoreDump>> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
     Ok(Some(match parse_file_name(name) {
@@ -249,6 +267,7 @@ pub fn dump_store_file(path: &Path) -> Result<Option<StoreDump>> {
         Some((_, INDEX_FILE_SUFFIX)) => StoreDump::IndexFile(dump_index_file(path)?),
         _ if name == OFFSETS_FILE || name == OFFSETS_BACKUP_FILE => StoreDump::ConsumerOffsets(dump_offsets(path)?),
         _ if name == STORE_CHECKPOINT_FILE => StoreDump::StoreCheckpoint(dump_checkpoint(path)?),
+        _ if name == STORE_META_FILE => StoreDump::StoreMeta(dump_meta(path)?),
         _ => return Ok(None),
     }))
 }
@@ -264,11 +283,12 @@ pub fn dump_store_files_in(dir: &Path) -> Result<Vec<StoreDump>> {
     Ok(dumps)
 }
 
-/// Dumps every file of the store in `root` (read-only).
+/// Dumps every file of the store in `root` (read-only). A store of a format this build does not
+/// know (its `store.meta`) is `Error::UnsupportedFormat`.
 pub fn dump_store(root: &Path) -> Result<StoreRootDump> {
     let commit_log = super::dump_dir(&root.join(STORE_COMMIT_LOG_DIR), false)?;
     let mut files = Vec::new();
-    for name in [STORE_CHECKPOINT_FILE, OFFSETS_FILE, OFFSETS_BACKUP_FILE] {
+    for name in [STORE_META_FILE, STORE_CHECKPOINT_FILE, OFFSETS_FILE, OFFSETS_BACKUP_FILE] {
         if root.join(name).is_file()
             && let Some(dump) = dump_store_file(&root.join(name))?
         {
@@ -605,6 +625,19 @@ fn dump_checkpoint(path: &Path) -> Result<CheckpointDump> {
     Ok(dump)
 }
 
+fn dump_meta(path: &Path) -> Result<MetaDump> {
+    let bytes = std::fs::read(path).map_err(Error::io("read", path))?;
+    let mut dump = MetaDump { path: path.to_path_buf(), meta: None, problems: Vec::new() };
+    match StoreMeta::decode(&bytes) {
+        Ok(found) => {
+            found.check_known(path.parent().unwrap_or(Path::new(".")))?;
+            dump.meta = Some(found);
+        }
+        Err(reason) => dump.problems.push(Damage { position: 0, reason: reason.to_string() }),
+    }
+    Ok(dump)
+}
+
 // ---- Verify ---------------------------------------------------------------------------------------
 
 /// What `verify` checked and found in a message store.
@@ -629,6 +662,9 @@ pub struct StoreVerifyReport {
     pub dispatched_up_to: Option<u64>,
     /// Whether the store was closed cleanly (no `abort`).
     pub closed_cleanly: bool,
+    /// The parameters the store's files are made with, as its `store.meta` records them (`None`:
+    /// missing or damaged, see the findings).
+    pub parameters: Option<StoreParameters>,
     /// The store's own findings (the commit log's are in `commit_log`), errors first.
     pub findings: Vec<Finding>,
 }
@@ -660,11 +696,14 @@ struct Checker {
 /// Checks the message store in `root`, read-only (safe on a live store): the commit log as
 /// `verify` does; every queue entry against the message it points at (topic, queue, the queue
 /// offset in its header, size, tag hash) and the one before it; every index entry's links and
-/// the key hash of its message; consumer offsets against the queues; the store checkpoint.
+/// the key hash of its message; consumer offsets against the queues; the store checkpoint;
+/// `store.meta`. A store (or commit log) of a format this build does not know is
+/// `Error::UnsupportedFormat`, checked before anything else.
 pub fn verify_store(root: &Path) -> Result<StoreVerifyReport> {
+    let mut report = StoreVerifyReport::default();
+    report.parameters = check_meta(root, &mut report.findings)?;
     let log_dir = root.join(STORE_COMMIT_LOG_DIR);
-    let commit_log = super::verify(&log_dir, &LogConfig::default())?;
-    let mut report = StoreVerifyReport { commit_log, ..StoreVerifyReport::default() };
+    report.commit_log = super::verify(&log_dir, &LogConfig::default())?;
     report.closed_cleanly = !root.join(STORE_ABORT_FILE).exists();
     let checkpoint = check_checkpoint(root, &mut report)?;
     let unclean_from = (!report.closed_cleanly).then(|| checkpoint.unwrap_or(0));
@@ -686,6 +725,31 @@ pub fn verify_store(root: &Path) -> Result<StoreVerifyReport> {
         (a.severity, &a.file, a.position, &a.problem).cmp(&(b.severity, &b.file, b.position, &b.problem))
     });
     Ok(report)
+}
+
+/// `store.meta`: its parameters; missing is a note (the next writer open writes it), damaged an
+/// error (every open refuses the store until it is deleted); a format this build does not know
+/// refuses the check.
+fn check_meta(root: &Path, findings: &mut Vec<Finding>) -> Result<Option<StoreParameters>> {
+    let path = root.join(STORE_META_FILE);
+    match meta::check(root) {
+        Ok(Some(found)) => Ok(Some(found.parameters)),
+        Ok(None) => {
+            let note = "missing (a store made before the file existed): the next writer open writes it, with the \
+                        parameters the store's files show";
+            findings.push(Finding::note(&path, note));
+            Ok(None)
+        }
+        Err(Error::Corrupt { reason, .. }) => {
+            let problem = format!(
+                "{reason}: every open refuses the store until it is deleted (it holds no message; the next writer \
+                 open infers the parameters from the store's files and writes it again)"
+            );
+            findings.push(Finding::error(&path, 0, problem));
+            Ok(None)
+        }
+        Err(error) => Err(error),
+    }
 }
 
 fn check_checkpoint(root: &Path, report: &mut StoreVerifyReport) -> Result<Option<u64>> {

@@ -91,6 +91,11 @@ pub(super) fn walk_batches(path: &Path, base: u64, len: u64, with_records: bool)
     let end = end.ok_or_else(|| Error::io("read", path)(std::io::ErrorKind::NotFound.into()))?;
     let damage = match end.stop {
         Stop::End => None,
+        // A whole batch of a newer format (its CRC matched): not damage, and no tool of this build
+        // can judge what follows it.
+        Stop::Break(reason @ Corruption::BadAttributes(_)) => {
+            return Err(Error::corrupt(path, end.at.position, reason));
+        }
         Stop::Break(reason) | Stop::Invalid(reason) => {
             Some(Damage { position: end.at.position, reason: reason.to_string() })
         }

@@ -145,9 +145,14 @@ impl Log {
         config.validate()?;
         let config = config.budget_or_default();
         let dir = dir.as_ref().to_path_buf();
+        // The format guard, before anything is created or touched (not even the lock file): a
+        // directory of a newer format is left exactly as it is.
+        if dir.is_dir() {
+            meta::check(&dir)?;
+        }
         storage::prepare_dir(&dir)?;
         let lock = storage::lock_dir(&dir)?;
-        // The format guard, before any file is touched.
+        // Again under the lock: a writer may have recorded something else since.
         let meta = meta::check(&dir)?;
         let loaded = open::load(&dir, &config)?;
         meta::record(&dir, meta, &config)?;

@@ -839,6 +839,8 @@ impl LogSegment {
             self.walk(at, |at, _, bytes| ControlFlow::Break(batch::validate(bytes, Some(at.expected)).map(|_| ())));
         match first {
             Ok(Some((_, Some(Ok(()))))) | Ok(None) => Ok(()),
+            // A whole batch of a newer format: the entry is right, this build cannot read it.
+            Ok(Some((_, Some(Err(reason @ Corruption::BadAttributes(_)))))) => Err(self.corrupt(at.position, reason)),
             Ok(Some((_, Some(Err(reason))))) => index_damage(not_at_batch(Some(reason))),
             // Zeros where the entry points: the data ends there.
             Ok(Some((_, None))) => {

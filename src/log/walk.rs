@@ -4,7 +4,7 @@
 
 use std::ops::ControlFlow;
 
-use crate::error::{Corruption, Result};
+use crate::error::{Corruption, Error, Result};
 use crate::format::BATCH_HEADER_LEN;
 use crate::log::batch::{self, BatchHeader};
 use crate::log::index_plan::PlannedIndexes;
@@ -138,13 +138,15 @@ pub(crate) struct Scan {
     pub batches: u64,
     pub records: u64,
     /// Why the scan stopped before the end of the data: the first invalid batch. A zero header or
-    /// the end of the file is a normal end (`None`).
+    /// the end of the file is a normal end (`None`). Never `BadAttributes`: a whole batch of a
+    /// newer format fails the scan with `Error::UnsupportedFormat` instead.
     pub invalid: Option<Corruption>,
 }
 
 /// Validates batch after batch (docs/DESIGN.md §4) from the start of a segment file's first `len`
 /// bytes, planning index entries with `interval`, and stops at the first invalid batch, a zero
-/// header or the end. `None` if the file was retired.
+/// header or the end. `None` if the file was retired. A batch whose CRC matches but whose attributes
+/// this build does not know is `Error::UnsupportedFormat` (docs/DESIGN.md §4), not a stop.
 pub(crate) fn scan(file: &MappedFile, len: u64, base_offset: u64, interval: u64) -> Result<Option<Scan>> {
     scan_checking_from(file, len, base_offset, interval, 0)
 }
@@ -177,6 +179,11 @@ pub(crate) fn scan_checking_from(
     scan.next_offset = end.at.expected;
     scan.invalid = match end.stop {
         Stop::End => None,
+        // A whole batch of a newer format (its CRC matched) is not where the data ends: no caller
+        // may cut it, or index only what comes before it, so the scan refuses it.
+        Stop::Break(reason @ Corruption::BadAttributes(_)) => {
+            return Err(Error::corrupt(file.path(), end.at.position, reason));
+        }
         Stop::Break(e) | Stop::Invalid(e) => Some(e),
     };
     Ok(Some(scan))

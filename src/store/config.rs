@@ -6,6 +6,24 @@ use crate::format::{BATCH_HEADER_LEN, CQ_ENTRIES_PER_FILE, INDEX_FILE_MAX_SLOTS}
 
 /// How a `MessageStore` is laid out and behaves. `StoreConfig::default()` is RocketMQ's
 /// defaults where they apply.
+///
+/// **The store's parameters are part of the store.** `queue_entries_per_file`, `index_slots` and
+/// `index_entries` size the files the store makes; they are recorded in the store's `store.meta`
+/// when it is created (a store made before that file existed gets one at its next writer open,
+/// from what its files show). Opening an existing store with a config that says otherwise does
+/// not change them: the store *adopts* the recorded values and logs one `info` line naming each
+/// value of the config it replaced. The existing files were made with them, and consume-queue
+/// files are named by queue offsets in steps of `queue_entries_per_file`: a queue whose files
+/// change size midway no longer has the layout recovery and the admin tools assume.
+/// [`MessageStore::config`](crate::MessageStore::config) shows the values in effect;
+/// [`StoreConfig::with_recorded_parameters`] reads them without opening the store.
+///
+/// What a store made with the defaults allocates: each consume queue's file 6,000,000 bytes
+/// (300,000 entries of 20 bytes, made at full size), each index file 420,000,040 bytes
+/// (5,000,000 slots of 4 bytes and 20,000,000 entries of 20 bytes after a 40-byte header), and the
+/// commit log what `LogConfig` reserves (a 128 MiB active segment, its indexes, the next segment
+/// once it is half full). A small store: `queue_entries_per_file: 10_000, index_slots: 50_000,
+/// index_entries: 200_000` makes 200,000-byte queue files and 4,200,040-byte index files.
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
     /// The commit log's configuration (flush policy, segment size, retention; by default
@@ -13,11 +31,14 @@ pub struct StoreConfig {
     /// must be `Delete`: compaction keeps the latest record per record key, and a message's key
     /// is not unique across topics.
     pub log: LogConfig,
-    /// Entries per consume-queue file (20 bytes each). Default 300,000 (6 MB files).
+    /// Entries per consume-queue file (20 bytes each). Default 300,000 (6 MB files). A store
+    /// keeps the value it was created with (see above).
     pub queue_entries_per_file: u64,
-    /// Hash slots per index file. Default 5,000,000.
+    /// Hash slots per index file (4 bytes each). Default 5,000,000. A store keeps the value it
+    /// was created with.
     pub index_slots: u32,
-    /// Entries per index file (each key of each message is one). Default 20,000,000.
+    /// Entries per index file (20 bytes each; each key of each message is one, entry 0 is never
+    /// used). Default 20,000,000. A store keeps the value it was created with.
     pub index_entries: u32,
     /// Queues a topic may have (queue ids `0..max_queues_per_topic`). Default 1,024.
     pub max_queues_per_topic: u32,

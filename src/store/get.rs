@@ -32,6 +32,10 @@ pub enum GetStatus {
     OffsetTooSmall,
     /// The offset is past the queue's end; `next_queue_offset` is the end.
     OffsetOverflow,
+    /// The store has no such queue: the topic's queue never had a message (RocketMQ's
+    /// `NO_MATCHED_LOGIC_QUEUE`). `next_queue_offset`, `min_queue_offset` and `max_queue_offset`
+    /// are 0, where its first message will be. `get_messages_wait` waits for that message.
+    NoMatchedLogicQueue,
 }
 
 /// What [`MessageStore::get_messages`] returns.
@@ -56,8 +60,8 @@ impl MessageStore {
     ///
     /// A queue holds `[min, max)`: below `min` the status is `OffsetTooSmall` (next = min), at
     /// `max` `NoNewMessage`, past it `OffsetOverflow` (next = max). A queue that never had a
-    /// message is empty at 0. Errors: `InvalidTopic`, `InvalidQueue`, and the log's read errors
-    /// (damage).
+    /// message is `NoMatchedLogicQueue` (next, min and max 0). Errors: `InvalidTopic`,
+    /// `InvalidQueue`, and the log's read errors (damage).
     ///
     /// ```
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -94,7 +98,10 @@ impl MessageStore {
     /// [`MessageStore::get_messages`] that waits at the queue's end: if nothing matching is
     /// there, it returns as soon as a matching message is dispatched, or with nothing (status
     /// `NoNewMessage`, or `NoMatchedMessage` with `next_queue_offset` past what did not match)
-    /// once `timeout` has passed. It sleeps on the queue's condition variable, never polling.
+    /// once `timeout` has passed. A queue that does not exist yet is waited for the same way (a
+    /// consumer may start before its producer): the wait ends when its first message is
+    /// dispatched, or at the timeout with `NoMatchedLogicQueue`. It sleeps on the queue's
+    /// condition variable, never polling.
     pub fn get_messages_wait(
         &self,
         topic: &str,
@@ -111,8 +118,11 @@ impl MessageStore {
         let mut offset = queue_offset;
         loop {
             let got = self.get_messages(topic, queue_id, offset, max, tag)?;
-            let at_end = matches!(got.status, GetStatus::NoNewMessage | GetStatus::NoMatchedMessage)
-                && got.next_queue_offset >= got.max_queue_offset;
+            let no_queue = got.status == GetStatus::NoMatchedLogicQueue;
+            let at_end = matches!(
+                got.status,
+                GetStatus::NoNewMessage | GetStatus::NoMatchedMessage | GetStatus::NoMatchedLogicQueue
+            ) && got.next_queue_offset >= got.max_queue_offset;
             if !got.messages.is_empty() || !at_end || max == 0 {
                 if got.messages.is_empty() && got.status == GetStatus::NoMatchedMessage && before_deadline() {
                     // Entries that did not match, and more to examine: go on at once.
@@ -128,6 +138,8 @@ impl MessageStore {
             }
             let end = || inner.queues.get(topic, queue_id).map_or(0, |queue| queue.max_offset());
             match inner.long_polls.wait(topic, queue_id, got.next_queue_offset, remaining, end) {
+                // A queue that did not exist is read again from the offset asked for.
+                Woken::Arrived if no_queue => {}
                 Woken::Arrived => offset = got.next_queue_offset,
                 Woken::TimedOut => return Ok(got),
                 Woken::Closed => return Err(Error::Closed),
@@ -147,6 +159,7 @@ impl StoreState {
     ) -> Result<GetResult> {
         let queue = self.queues.get(topic, queue_id);
         let (min, end) = queue.as_ref().map_or((0, 0), |queue| (queue.min_offset(), queue.max_offset()));
+        let exists = queue.is_some();
         let result = |status, messages, next| GetResult {
             status,
             messages,
@@ -156,6 +169,7 @@ impl StoreState {
         };
         let Some(queue) = queue.filter(|_| queue_offset >= min && queue_offset < end) else {
             return Ok(match queue_offset {
+                _ if !exists => result(GetStatus::NoMatchedLogicQueue, Vec::new(), 0),
                 offset if offset < min => result(GetStatus::OffsetTooSmall, Vec::new(), min),
                 offset if offset == end => result(GetStatus::NoNewMessage, Vec::new(), end),
                 _ => result(GetStatus::OffsetOverflow, Vec::new(), end),

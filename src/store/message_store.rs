@@ -66,8 +66,13 @@ impl MessageStore {
     /// log's end before `open` returns. A deleted or damaged `consumequeue/` or `index/` is
     /// rebuilt from the commit log (logged).
     ///
-    /// Errors: `Error::InvalidConfig`, `Error::Locked` if another store or log has it open, and
-    /// the log's errors.
+    /// The store's parameters (`queue_entries_per_file`, `index_slots`, `index_entries`) are
+    /// recorded in `store.meta` when it is created; an existing store keeps its own, whatever
+    /// `config` says (see [`StoreConfig`]; [`MessageStore::config`] shows them).
+    ///
+    /// Errors: `Error::InvalidConfig`, `Error::Locked` if another store or log has it open,
+    /// `Error::UnsupportedFormat` for a store (or its commit log) written by a newer build — with
+    /// nothing in the directory changed — and the log's errors.
     pub fn open(root: impl AsRef<Path>, config: StoreConfig) -> Result<MessageStore> {
         let config = StoreConfig { log: config.log.budget_or_default(), ..config };
         let inner = recovery::open(root.as_ref(), config)?;
@@ -84,6 +89,25 @@ impl MessageStore {
     /// same but can only log a failure.
     pub fn close(mut self) -> Result<()> {
         self.shutdown()
+    }
+
+    /// The configuration the store runs with: the one given to [`MessageStore::open`], with the
+    /// parameters the store's files are made with (`queue_entries_per_file`, `index_slots`,
+    /// `index_entries`) as its `store.meta` records them.
+    ///
+    /// ```
+    /// use strata_log::{MessageStore, StoreConfig};
+    /// # let dir = tempfile::tempdir()?;
+    /// let small = StoreConfig { queue_entries_per_file: 1_000, index_slots: 64, index_entries: 256, ..StoreConfig::default() };
+    /// MessageStore::open(dir.path(), small.clone())?.close()?;
+    /// // Reopened asking for other sizes: the store keeps those its files were made with.
+    /// let store = MessageStore::open(dir.path(), StoreConfig { queue_entries_per_file: 50, ..small })?;
+    /// assert_eq!(store.config().queue_entries_per_file, 1_000);
+    /// # store.close()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn config(&self) -> &StoreConfig {
+        &self.inner().config
     }
 
     /// What every call works on.

@@ -14,7 +14,8 @@
 //! - `index`: the IndexFile (`<root>/index/<begin_log_offset>.idx`) and `IndexFiles`, the set
 //!   of them, RocketMQ's `IndexService`.
 //! - `message_reader`: reads messages at log offsets with one cursor.
-//! - `consumer_offsets`: `offsets.json`; `checkpoint`: `store.checkpoint` and `abort`.
+//! - `consumer_offsets`: `offsets.json`; `checkpoint`: `store.checkpoint` and `abort`; `meta`:
+//!   `store.meta`, the format guard and the parameters the store's files are made with.
 //! - `dispatch`: what the dispatcher hands on; `long_poll`: waiting at a queue's end.
 //! - `config`: `StoreConfig`.
 
@@ -34,6 +35,7 @@ pub(crate) mod maintenance;
 pub(crate) mod message;
 pub(crate) mod message_reader;
 pub(crate) mod message_store;
+pub(crate) mod meta;
 pub(crate) mod metrics;
 pub(crate) mod progress;
 pub(crate) mod put;

@@ -100,7 +100,7 @@ fn cut_tails(queues: &Queues, log: &Log, from: u64, entries_per_file: u64, check
     for (topic, queue_id, queue) in queues.all() {
         let durable_end = queue.queue_offset_for_log_offset(from)?;
         let last_files = queue.max_offset().saturating_sub(CHECKED_FILES * entries_per_file);
-        let recovered = queue.recover(durable_end.min(last_files), log_next)?;
+        let recovered = queue.recover_from(durable_end.min(last_files), durable_end, log_next)?;
         if recovered.removed == 0 {
             continue;
         }

@@ -21,6 +21,7 @@ use crate::store::dispatcher::{IndexBuilder, QueueBuilder};
 use crate::store::index::IndexFiles;
 use crate::store::long_poll::LongPolls;
 use crate::store::maintenance::Maintenance;
+use crate::store::meta;
 use crate::store::metrics::Counters;
 use crate::store::progress::Progress;
 use crate::store::queue_checks::{self, QueueChecks};
@@ -32,9 +33,13 @@ use crate::store::state::StoreState;
 /// Opens and recovers the store in `root`.
 pub(crate) fn open(root: &Path, config: StoreConfig) -> Result<StoreState> {
     config.validate()?;
+    // The format guard, before anything is created or changed (`abort`, a lock file, the log).
+    meta::check(root)?;
     storage::prepare_dir(root)?;
     // The log's directory lock keeps a second store (or log) out.
     let log = Log::open(root.join(STORE_COMMIT_LOG_DIR), config.log.clone())?;
+    // Under that lock, before any derived file: the parameters the store's files are made with.
+    let config = meta::settle(root, config)?;
     let aborted = checkpoint::mark_open(root)?;
     crate::failpoint::crash_point!("store_after_abort_created");
     // `abort` goes last at a clean close (after the log closed): without it, everything was

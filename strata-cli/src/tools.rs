@@ -54,20 +54,32 @@ impl From<std::io::Error> for ToolError {
     }
 }
 
+/// Fails unless `dir` holds a log: what a command that only reads a log (`verify`, `consume`,
+/// `offsets`) checks first, so a wrong path is one true line.
+pub fn require_log(dir: &Path) -> Result<(), ToolError> {
+    require(dir, false)
+}
+
 /// Fails unless `dir` holds a log: commands that change a log must never create one, nor write
 /// into a directory of other files.
-pub fn require_log(dir: &Path) -> Result<(), ToolError> {
+pub fn require_log_to_change(dir: &Path) -> Result<(), ToolError> {
+    require(dir, true)
+}
+
+fn require(dir: &Path, writes: bool) -> Result<(), ToolError> {
     match dir_state(dir).map_err(ToolError::Log)? {
         DirState::Log => Ok(()),
         DirState::Missing => Err(ToolError::Usage(format!("{}: no such directory", dir.display()))),
         DirState::Empty => Err(ToolError::Usage(format!("{}: empty directory, no log here", dir.display()))),
-        DirState::NotALog => Err(not_a_log(dir)),
+        DirState::NotALog => Err(not_a_log(dir, writes)),
     }
 }
 
-fn not_a_log(dir: &Path) -> ToolError {
+/// A directory of other files: what it is not, and for a command that writes, that it will not.
+fn not_a_log(dir: &Path, writes: bool) -> ToolError {
+    let refusal = if writes { "; refusing to write into it" } else { "" };
     ToolError::Usage(format!(
-        "{} is not a log directory: it holds other files and no segments or checkpoint; refusing to write into it",
+        "{} is not a log directory (no .log segment, checkpoint or log.meta found; it holds other files){refusal}",
         dir.display()
     ))
 }
@@ -75,7 +87,7 @@ fn not_a_log(dir: &Path) -> ToolError {
 /// Fails if `dir` is a directory of other files (a new log goes into a new or empty directory).
 pub fn require_log_or_new(dir: &Path) -> Result<(), ToolError> {
     match dir_state(dir).map_err(ToolError::Log)? {
-        DirState::NotALog => Err(not_a_log(dir)),
+        DirState::NotALog => Err(not_a_log(dir, true)),
         _ => Ok(()),
     }
 }
@@ -275,7 +287,7 @@ fn admin(
     command: &'static str,
     op: impl FnOnce(&Log) -> Result<Option<CompactionReport>, ToolError>,
 ) -> Result<AdminReport, ToolError> {
-    require_log(dir)?;
+    require_log_to_change(dir)?;
     let log = inspect::open_or_undo(dir, admin_config(dir)?)?;
     let repaired = recovery_note(dir, log.recovery_report());
     let (start_before, next_before, segments_before) = (log.start_offset(), log.next_offset(), log.segment_count());
@@ -313,7 +325,7 @@ pub fn truncate(dir: &Path, offset: u64) -> Result<AdminReport, ToolError> {
 pub fn delete_before(dir: &Path, offset: u64, clamp: bool) -> Result<AdminReport, ToolError> {
     // Refused before the writer's open, which may repair the log: a refusal changes nothing. (The
     // writer's open decides again: its end is the authority.)
-    require_log(dir)?;
+    require_log_to_change(dir)?;
     let end = Log::open_read_only(dir, LogConfig::default())?.next_offset();
     if offset > end && !clamp {
         return Err(past_the_end(offset, end));

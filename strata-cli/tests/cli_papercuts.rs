@@ -145,3 +145,60 @@ fn store_commands_keep_the_commit_logs_recorded_parameters() {
     assert_eq!(json[0]["meta"]["index_interval_bytes"].as_u64(), Some(512), "{json}");
     assert_eq!(json[0]["meta"]["index_bytes"].as_u64(), Some(4 << 20), "{json}");
 }
+
+/// A command that only reads says what a directory of other files is not; only a command that
+/// writes says it refuses to write (read-only commands said "refusing to write into it").
+#[test]
+fn read_only_commands_on_a_directory_that_is_not_a_log_say_so_truly() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
+    let not_a_log = format!(
+        "strata: {} is not a log directory (no .log segment, checkpoint or log.meta found; it holds other files)",
+        dir.path().display()
+    );
+    for command in [&["verify"][..], &["consume"], &["offsets"]] {
+        let out = strata().args(command).arg(dir.path()).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{command:?}");
+        assert_eq!(stderr(&out).trim(), not_a_log, "{command:?}");
+    }
+    let out = strata().args(["truncate", "--to", "5"]).arg(dir.path()).output().unwrap();
+    assert_eq!(stderr(&out).trim(), format!("{not_a_log}; refusing to write into it"));
+    let out = strata().arg("recover").arg(dir.path()).output().unwrap();
+    assert!(stderr(&out).contains("not a log directory (no .log segment, checkpoint or log.meta found)"));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "nothing written");
+}
+
+/// A whole batch a newer build wrote (its CRC valid, an attribute bit this build does not know)
+/// is neither damage nor a torn tail: `verify` and `recover --force` say so (exit 2) and change
+/// nothing (recovery cut such a batch as a torn tail).
+#[test]
+fn verify_and_recover_refuse_a_batch_of_a_newer_format() {
+    use strata_log::internals::format::{ATTRIBUTES_POS, BATCH_LENGTH_POS, CHECKPOINT_FILE, CRC_POS, LOG_OVERHEAD};
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), 5);
+    // As a crash before any checkpoint leaves it: every batch is past the recovery point.
+    std::fs::remove_file(dir.path().join(CHECKPOINT_FILE)).unwrap();
+    let segment = dir.path().join("00000000000000000000.log");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let batch_len = |b: &[u8], at: usize| {
+        LOG_OVERHEAD + u32::from_be_bytes(b[at + BATCH_LENGTH_POS..][..4].try_into().unwrap()) as usize
+    };
+    let (mut last, mut at) = (0, 0);
+    while at + LOG_OVERHEAD <= bytes.len() && bytes[at..at + LOG_OVERHEAD].iter().any(|&b| b != 0) {
+        last = at;
+        at += batch_len(&bytes, at);
+    }
+    bytes[last + ATTRIBUTES_POS] |= 0x01; // attribute bit 8
+    let crc = crc32fast::hash(&bytes[last + ATTRIBUTES_POS..at]);
+    bytes[last + CRC_POS..last + CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
+    std::fs::write(&segment, bytes).unwrap();
+    let before = common::snapshot(dir.path());
+    for command in [&["verify"][..], &["recover", "--force"]] {
+        let out = strata().args(command).arg(dir.path()).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{command:?}: {}", stderr(&out));
+        let said = stderr(&out);
+        assert!(said.contains(&format!("the batch at position {last} has attributes")), "{said}");
+        assert!(said.contains("not damage") && said.contains("changed nothing"), "{said}");
+    }
+    assert_eq!(common::snapshot(dir.path()), before, "nothing cut");
+}

@@ -144,3 +144,60 @@ fn a_store_open_in_another_process_is_refused_clearly() {
     assert!(stderr(&out).contains("the message store is open in another process"), "{}", stderr(&out));
     held.close().unwrap();
 }
+
+/// A store `store put` creates has small files unless told otherwise (the library's defaults made
+/// a 420,000,040-byte index file and a 6,000,000-byte queue file for the README's first command);
+/// an existing store keeps its recorded sizes, and `put` says when it ignores one asked for.
+#[test]
+fn a_new_store_gets_small_files_and_an_existing_one_keeps_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("st");
+    let put = |extra: &[&str]| {
+        strata()
+            .args(["store", "put"])
+            .arg(&root)
+            .args(["--topic", "orders", "--key", "order-17", "--segment-bytes", "1048576"])
+            .args(extra)
+            .write_stdin("hello\nworld\n")
+            .output()
+            .unwrap()
+    };
+    let first = put(&[]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let len = |path: &str| std::fs::metadata(root.join(path)).unwrap().len();
+    assert_eq!(len("consumequeue/orders/0/00000000000000000000.cq"), 200_000);
+    assert_eq!(len("index/00000000000000000000.idx"), 4_200_040);
+    let again = put(&["--queue-entries-per-file", "5", "--index-slots", "50000"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(
+        stderr(&again).trim(),
+        "strata: --queue-entries-per-file 5 ignored: the store's files are made with 10000 (store.meta)"
+    );
+    let stats = strata().args(["store", "stats"]).arg(&root).output().unwrap();
+    assert!(
+        stdout(&stats).contains(
+            "file sizes  queue files 10000 entries (200000 bytes), index files 50000 slots, 200000 entries (4200040 bytes)"
+        ),
+        "{}",
+        stdout(&stats)
+    );
+}
+
+/// A get of a queue the store does not have says so in one line, naming the queues it has, and
+/// exits 2 (it printed nothing and exited 0, as for an empty queue).
+#[test]
+fn get_of_a_queue_the_store_does_not_have_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), 2);
+    let store = MessageStore::open(dir.path(), small_config()).unwrap();
+    store.put(&Message::new("orders", 0, "x")).unwrap();
+    store.put(&Message::new("payments", 1, "y")).unwrap();
+    store.close().unwrap();
+    let got = strata().args(["store", "get", "--topic", "orders", "--queue", "3"]).arg(dir.path()).output().unwrap();
+    assert_eq!(got.status.code(), Some(2));
+    assert_eq!(stdout(&got), "");
+    assert_eq!(
+        stderr(&got).trim(),
+        "strata: no queue orders/3 in this store (topics: orders[0,2] payments[1]); --follow waits for it"
+    );
+}

@@ -29,13 +29,14 @@ use files::{SegmentFile, dir_names, has_kept_suffix, is_corrupt_copy, list_segme
 use loaded::{Access, LiveTail, Loaded, RecoveryReport, open_segments, recovery_point_now, scan_file};
 
 /// Runs docs/DESIGN.md §7 (steps 1–6) on a locked directory. An open refused for damage or a
-/// foreign file (`Error::Corrupt`, decided before any segment changed) puts the clean-shutdown
-/// marker back: a failed open changes nothing a later one relies on.
+/// foreign file (`Error::Corrupt`, decided before any segment changed), or for a batch of a newer
+/// format (`Error::UnsupportedFormat`), puts the clean-shutdown marker back: a failed open changes
+/// nothing a later one relies on.
 pub(crate) fn load(dir: &Path, config: &LogConfig) -> Result<Loaded> {
     let marker_path = dir.join(CLEAN_SHUTDOWN_FILE);
     let marker_bytes = storage::read_if_exists(&marker_path)?;
     let loaded = load_marked(dir, config);
-    if let (Err(Error::Corrupt { .. }), Some(bytes)) = (&loaded, marker_bytes)
+    if let (Err(Error::Corrupt { .. } | Error::UnsupportedFormat { .. }), Some(bytes)) = (&loaded, marker_bytes)
         && !marker_path.exists()
         && let Err(error) = storage::write_atomically(dir, CLEAN_SHUTDOWN_FILE, &bytes)
     {
@@ -374,6 +375,8 @@ fn clean_end(
     let end = segment.walk_to_end();
     segment.retire();
     match end {
+        // A whole batch of a newer format: no recovery may take it for a torn tail.
+        Err(error @ Error::UnsupportedFormat { .. }) => Err(error),
         Ok(Some((position, next))) if position == last.len && next == marker.next_offset => {
             report.clean_shutdown = true;
             Ok(Some(next))

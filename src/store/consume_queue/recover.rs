@@ -35,7 +35,21 @@ impl ConsumeQueue {
     /// recovered first, does not hold it); a last entry kept that crosses a 512-byte sector
     /// boundary goes too (it may be torn; the redispatch writes it again). Zeroes what follows durably, also garbage past the queue's end,
     /// and logs what it cut.
+    #[cfg(test)]
     pub(crate) fn recover(&self, from_queue_offset: u64, log_next_offset: u64) -> Result<QueueRecovery> {
+        self.recover_from(from_queue_offset, from_queue_offset, log_next_offset)
+    }
+
+    /// [`ConsumeQueue::recover`], checking from `from_queue_offset` while only entries at or past
+    /// `durable_end` (the entry for the store checkpoint: those below it were fdatasynced, and
+    /// after a clean close that is every entry) may be torn: the sector rule drops a last entry
+    /// only there, so a clean open cuts nothing that fits the log.
+    pub(crate) fn recover_from(
+        &self,
+        from_queue_offset: u64,
+        durable_end: u64,
+        log_next_offset: u64,
+    ) -> Result<QueueRecovery> {
         let mut writer = self.writer.lock();
         self.check_not_poisoned()?;
         let files = self.files.read().clone();
@@ -50,10 +64,12 @@ impl ConsumeQueue {
         // The last entry kept may be torn: a crash writes a file's sectors independently, and an
         // entry across a sector boundary can have its head and not its tail (size, tag hash).
         // Nothing in the entry tells, and the redispatch would skip its message as queued: drop
-        // it, unless it was durable (below `checked_from`); the redispatch writes it again.
-        if end > checked_from && self.file_for(end - 1).is_some_and(|f| straddles_a_sector(f.position(end - 1))) {
-            bad =
-                Some((end - 1, Corruption::BadFile("the last entry crosses a sector boundary a crash may have torn")));
+        // it, unless it was durable (below `checked_from` or `durable_end`); the redispatch
+        // writes it again.
+        let may_be_torn = end > checked_from.max(durable_end);
+        if may_be_torn && self.file_for(end - 1).is_some_and(|f| straddles_a_sector(f.position(end - 1))) {
+            let reason = "the last entry, past the store checkpoint, crosses a sector boundary a crash may have torn";
+            bad = Some((end - 1, Corruption::BadFile(reason)));
         }
         let end = bad.as_ref().map_or(max, |(at, _)| *at);
         writer.dirty_end = dirty_end(active, writer.dirty_end)?;
@@ -62,7 +78,7 @@ impl ConsumeQueue {
         if let Some(reason) = &reason {
             tracing::warn!(
                 queue = %self.dir.display(), checked_from, end, removed = max - end, %reason,
-                "consume queue cut at its first bad entry after an unclean shutdown"
+                "consume queue cut at its first bad entry (the queues are checked at every open)"
             );
         } else if zeroed_tail {
             tracing::warn!(queue = %self.dir.display(), end, "non-zero bytes past the consume queue's end zeroed");

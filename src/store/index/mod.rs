@@ -62,10 +62,10 @@ mod layout;
 mod recover;
 
 pub(crate) use files::IndexFiles;
-pub(crate) use layout::key_hash;
 /// The layout, for `strata dump` and `verify` (`inspect/store.rs`).
 #[cfg(feature = "internals")]
-pub(crate) use layout::{EntryRules, IndexFileEntry, IndexHeader, entry_position, read_header, slot_of, slot_position};
+pub(crate) use layout::{EntryRules, IndexFileEntry, IndexHeader, entry_position, slot_of, slot_position};
+pub(crate) use layout::{key_hash, read_header};
 
 #[cfg(test)]
 mod tests;

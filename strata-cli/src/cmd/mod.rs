@@ -171,6 +171,11 @@ fn corrupt_message(error: &ToolError, path: &Path, reason: &Corruption) -> Strin
     let dir = dir.display();
     if path.file_name().is_some_and(|n| n == strata_log::internals::format::META_FILE) {
         format!("strata: {error} (it holds no record: delete it, and the next writer open writes it again)")
+    } else if path.file_name().is_some_and(|n| n == strata_log::internals::format::STORE_META_FILE) {
+        format!(
+            "strata: {error} (it holds no message: delete it, and the next writer open infers the store's \
+             parameters from its newest .cq and .idx files and writes it again)"
+        )
     } else if matches!(reason, Corruption::ForeignFile(_)) {
         format!(
             "strata: {error} (`strata verify {dir}` names it; `strata recover --force {dir}` sets \
@@ -292,6 +297,8 @@ mod tests {
         );
         let foreign = Exit::of(Err(corrupt("x.log", Corruption::ForeignFile("not ours")))).message.unwrap_or_default();
         assert!(foreign.contains("sets it aside as .foreign"), "{foreign}");
+        let meta = Exit::of(Err(corrupt("store.meta", Corruption::BadFile("x")))).message.unwrap_or_default();
+        assert!(meta.contains("holds no message: delete it") && !meta.contains("recover --force"), "{meta}");
     }
 
     #[test]

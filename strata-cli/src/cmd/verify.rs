@@ -85,6 +85,13 @@ fn render_store(out: &mut dyn Write, r: &StoreVerifyReport) -> io::Result<()> {
         r.consumer_offsets,
         plural(r.consumer_offsets, "offset", "offsets"),
     )?;
+    if let Some(p) = &r.parameters {
+        writeln!(
+            out,
+            "store.meta: queue files of {} entries, index files of {} slots and {} entries",
+            p.queue_entries_per_file, p.index_slots, p.index_entries
+        )?;
+    }
     render_findings(out, log.findings.iter().chain(&r.findings))
 }
 

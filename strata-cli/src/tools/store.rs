@@ -23,24 +23,36 @@ const PUT_WAIT_EVERY: usize = 1_000;
 /// Messages asked of the store per `get` call.
 const GET_BATCH: u64 = 256;
 
-/// The geometry of a new store's files (an existing store keeps what its files have).
+/// Entries per consume-queue file of a store `strata store` creates: 200,000-byte files (the
+/// library's default, RocketMQ's, is 300,000: 6 MB).
+pub const NEW_STORE_QUEUE_ENTRIES_PER_FILE: u64 = 10_000;
+/// Hash slots per index file of a store `strata store` creates (the library's default: 5,000,000).
+pub const NEW_STORE_INDEX_SLOTS: u32 = 50_000;
+/// Entries per index file of a store `strata store` creates (the library's default: 20,000,000):
+/// with [`NEW_STORE_INDEX_SLOTS`], 4,200,040-byte index files (the default's are 420,000,040).
+pub const NEW_STORE_INDEX_ENTRIES: u32 = 200_000;
+
+/// The geometry of a new store's files (an existing store keeps what its `store.meta` records).
 #[derive(Debug, Clone, Default)]
 pub struct StoreFiles {
     /// Commit-log segment size [default: the size the segments show, else 128 MiB or less if the
     /// disk has no room].
     pub segment_bytes: Option<u64>,
-    /// Entries per consume-queue file [default: 300,000].
+    /// Entries per consume-queue file [default: the store's, else 10,000].
     pub queue_entries_per_file: Option<u64>,
-    /// Hash slots per index file [default: the newest index file's, else 5,000,000].
+    /// Hash slots per index file [default: the store's, else 50,000].
     pub index_slots: Option<u32>,
-    /// Entries per index file [default: the newest index file's, else 20,000,000].
+    /// Entries per index file [default: the store's, else 200,000].
     pub index_entries: Option<u32>,
 }
 
-/// The configuration `strata store` opens `root` with.
+/// The configuration `strata store` opens `root` with: for a new store, the sizes asked for, else
+/// modest ones ([`NEW_STORE_QUEUE_ENTRIES_PER_FILE`], ...); for an existing store, the parameters
+/// it records (`StoreConfig::with_recorded_parameters`: its `store.meta`, or for a store made
+/// before that file existed what its files show). A size asked for that an existing store does
+/// not have is passed on: the store keeps its own (the open logs which it replaced).
 pub fn store_config(root: &Path, files: &StoreFiles) -> Result<StoreConfig, ToolError> {
     let defaults = StoreConfig::default();
-    let newest = newest_index_header(root);
     let segment_bytes = match files.segment_bytes {
         Some(bytes) => bytes,
         None => super::produce_segment_bytes(&root.join(STORE_COMMIT_LOG_DIR))?,
@@ -48,23 +60,22 @@ pub fn store_config(root: &Path, files: &StoreFiles) -> Result<StoreConfig, Tool
     // The commit log keeps the index parameters it records (a command that only reads the store
     // must not record others).
     let log = defaults.log.clone().with_recorded_parameters(root.join(STORE_COMMIT_LOG_DIR))?;
-    let config = StoreConfig {
+    let new_store = StoreConfig {
         log: strata_log::LogConfig { segment_bytes, ..log },
-        queue_entries_per_file: files.queue_entries_per_file.unwrap_or(defaults.queue_entries_per_file),
-        index_slots: files.index_slots.or(newest.map(|(h, _)| h.hash_slot_count)).unwrap_or(defaults.index_slots),
-        index_entries: files.index_entries.or(newest.map(|(_, c)| c)).unwrap_or(defaults.index_entries),
+        queue_entries_per_file: NEW_STORE_QUEUE_ENTRIES_PER_FILE,
+        index_slots: NEW_STORE_INDEX_SLOTS,
+        index_entries: NEW_STORE_INDEX_ENTRIES,
         ..defaults
+    };
+    let store = new_store.clone().with_recorded_parameters(root)?;
+    let config = StoreConfig {
+        queue_entries_per_file: files.queue_entries_per_file.unwrap_or(store.queue_entries_per_file),
+        index_slots: files.index_slots.unwrap_or(store.index_slots),
+        index_entries: files.index_entries.unwrap_or(store.index_entries),
+        ..new_store
     };
     config.validate()?;
     Ok(config)
-}
-
-/// The newest readable index file's header and capacity, if there is one.
-fn newest_index_header(root: &Path) -> Option<(IndexFileHeader, u32)> {
-    let mut names: Vec<PathBuf> =
-        std::fs::read_dir(root.join(STORE_INDEX_DIR)).ok()?.flatten().map(|e| e.path()).collect();
-    names.sort();
-    names.iter().rev().find_map(|path| index_file_header(path).ok())
 }
 
 /// Fails unless `root` holds a message store (reading commands never create one).
@@ -292,6 +303,7 @@ pub fn get(
                     "messages before the queue's first were removed (retention); going on from its first"
                 );
             }
+            GetStatus::NoMatchedLogicQueue if !o.follow => return Err(no_such_queue(store, topic, queue_id)),
             GetStatus::OffsetOverflow if o.from.is_some() => {
                 return Err(ToolError::Usage(format!(
                     "queue offset {next} is past the end of {topic} queue {queue_id} ({}); use --from {}",
@@ -319,6 +331,31 @@ pub fn get(
         summary.committed = Some(next);
     }
     Ok(summary)
+}
+
+/// A get of a queue the store does not have: one line naming the queues it has, e.g. `no queue
+/// orders/3 in this store (topics: orders[0,1] payments[0]); --follow waits for it`.
+fn no_such_queue(store: &MessageStore, topic: &str, queue_id: u32) -> ToolError {
+    let mut topics: Vec<(String, Vec<u32>)> = Vec::new();
+    for QueueInfo { topic, queue_id, .. } in store.queues() {
+        match topics.last_mut() {
+            Some((last, ids)) if *last == topic => ids.push(queue_id),
+            _ => topics.push((topic, vec![queue_id])),
+        }
+    }
+    let has = if topics.is_empty() {
+        "it has no queue yet".to_owned()
+    } else {
+        let listed: Vec<String> = topics
+            .iter()
+            .map(|(topic, ids)| {
+                let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
+                format!("{topic}[{}]", ids.join(","))
+            })
+            .collect();
+        format!("topics: {}", listed.join(" "))
+    };
+    ToolError::Usage(format!("no queue {topic}/{queue_id} in this store ({has}); --follow waits for it"))
 }
 
 /// `query`: the newest `max` messages of `topic` with `key` stored in `[begin_ms, end_ms]`.
@@ -429,12 +466,47 @@ pub struct StoreStats {
     pub log_start_offset: u64,
     /// The commit log's next offset.
     pub log_next_offset: u64,
+    /// The sizes of the store's files, as the store records them.
+    pub files: FileSizes,
     /// Every queue that ever had a message, by topic and queue id.
     pub queues: Vec<QueueStats>,
     /// The index files, oldest first.
     pub index_files: Vec<IndexFileStats>,
     /// Every committed offset with its lag, by group, topic and queue.
     pub groups: Vec<GroupLag>,
+}
+
+/// The sizes a store makes its files with (its `store.meta`), and what each takes on disk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct FileSizes {
+    /// Entries per consume-queue file.
+    pub queue_entries_per_file: u64,
+    /// Bytes of each consume-queue file (made at full size).
+    pub queue_file_bytes: u64,
+    /// Hash slots per index file.
+    pub index_slots: u32,
+    /// Entries per index file (entry 0 included).
+    pub index_entries: u32,
+    /// Bytes of each index file (made at full size).
+    pub index_file_bytes: u64,
+}
+
+impl FileSizes {
+    /// The sizes `config` makes files with.
+    pub fn of(config: &StoreConfig) -> FileSizes {
+        use strata_log::internals::format::{
+            CQ_ENTRY_LEN, INDEX_FILE_ENTRY_LEN, INDEX_FILE_HEADER_LEN, INDEX_FILE_SLOT_LEN,
+        };
+        FileSizes {
+            queue_entries_per_file: config.queue_entries_per_file,
+            queue_file_bytes: config.queue_entries_per_file * CQ_ENTRY_LEN as u64,
+            index_slots: config.index_slots,
+            index_entries: config.index_entries,
+            index_file_bytes: INDEX_FILE_HEADER_LEN as u64
+                + u64::from(config.index_slots) * INDEX_FILE_SLOT_LEN as u64
+                + u64::from(config.index_entries) * INDEX_FILE_ENTRY_LEN as u64,
+        }
+    }
 }
 
 /// One queue.
@@ -482,6 +554,7 @@ pub struct GroupLag {
 /// files' headers (flushed by the close).
 pub fn stats(root: &Path, config: StoreConfig) -> Result<StoreStats, ToolError> {
     let store = open_store(root, config)?;
+    let files = FileSizes::of(store.config());
     let queues: Vec<QueueStats> = store
         .queues()
         .into_iter()
@@ -515,5 +588,5 @@ pub fn stats(root: &Path, config: StoreConfig) -> Result<StoreStats, ToolError> 
         let (header, capacity) = index_file_header(&path)?;
         index_files.push(IndexFileStats { path, header, capacity });
     }
-    Ok(StoreStats { log_start_offset, log_next_offset, queues, index_files, groups })
+    Ok(StoreStats { log_start_offset, log_next_offset, files, queues, index_files, groups })
 }

@@ -24,6 +24,22 @@ pub(super) fn render(out: &mut dyn Write, dump: &StoreDump) -> io::Result<()> {
             }
             &d.path
         }
+        StoreDump::StoreMeta(d) => {
+            match &d.meta {
+                Some(m) => writeln!(
+                    out,
+                    "{}: store format {}, features {:#x}: queue files of {} entries, index files of {} slots and {} entries",
+                    d.path.display(),
+                    m.version,
+                    m.features,
+                    m.parameters.queue_entries_per_file,
+                    m.parameters.index_slots,
+                    m.parameters.index_entries
+                )?,
+                None => writeln!(out, "{}: store.meta, unreadable", d.path.display())?,
+            }
+            &d.path
+        }
         StoreDump::StoreCheckpoint(d) => {
             match d.dispatched_up_to {
                 Some(x) => writeln!(out, "{}: store checkpoint: dispatched up to log offset {x}", d.path.display())?,

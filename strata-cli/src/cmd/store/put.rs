@@ -42,13 +42,16 @@ pub(crate) struct StoreFileArgs {
     /// disk has no room for it].
     #[arg(long)]
     segment_bytes: Option<u64>,
-    /// Entries per consume-queue file [default: 300000].
+    /// Entries per consume-queue file, 20 bytes each, of a new store [default: 10000, 200 KB
+    /// files]. An existing store keeps its own.
     #[arg(long)]
     queue_entries_per_file: Option<u64>,
-    /// Hash slots per index file [default: the newest index file's, else 5000000].
+    /// Hash slots per index file, 4 bytes each, of a new store [default: 50000]. An existing
+    /// store keeps its own.
     #[arg(long)]
     index_slots: Option<u32>,
-    /// Entries per index file [default: the newest index file's, else 20000000].
+    /// Entries per index file, 20 bytes each, of a new store [default: 200000; with the default
+    /// slots, 4.2 MB files]. An existing store keeps its own.
     #[arg(long)]
     index_entries: Option<u32>,
 }
@@ -70,6 +73,7 @@ pub(super) fn run(args: PutArgs, out: &mut dyn Write, notes: Notes) -> Result<Ex
     let config = store_tools::store_config(&root, &files)?;
     let stop = stop_flag()?;
     let store = open_noted(&root, config, notes)?;
+    note_kept_sizes(&files, store.config(), notes);
     let options = PutOptions { topic, queue_id: queue, tag, keys };
     let summary = closing(&root, store, |store| store_tools::put(store, &options, io::stdin(), &stop))?;
     verdict(finished(summary.interrupted), print(out, json, &summary, render))
@@ -86,5 +90,19 @@ fn render(out: &mut dyn Write, s: &PutSummary) -> io::Result<()> {
             s.messages, s.topic, s.queue_id
         ),
         _ => writeln!(out, "{prefix}stored no message (no input)"),
+    }
+}
+
+/// A size asked for that the store does not have: an existing store keeps its own, said in one line.
+fn note_kept_sizes(asked: &StoreFiles, store: &strata_log::StoreConfig, notes: Notes) {
+    let sizes = [
+        ("--queue-entries-per-file", asked.queue_entries_per_file, store.queue_entries_per_file),
+        ("--index-slots", asked.index_slots.map(u64::from), u64::from(store.index_slots)),
+        ("--index-entries", asked.index_entries.map(u64::from), u64::from(store.index_entries)),
+    ];
+    for (flag, asked, kept) in sizes {
+        if let Some(asked) = asked.filter(|&a| a != kept) {
+            notes.say(format!("{flag} {asked} ignored: the store's files are made with {kept} (store.meta)"));
+        }
     }
 }

@@ -28,6 +28,12 @@ pub(super) fn run(args: StatsArgs, out: &mut dyn Write) -> Result<ExitCode, Tool
 /// `store stats`: the log, queues, index files and consumer groups.
 fn render(out: &mut dyn Write, s: &StoreStats) -> io::Result<()> {
     writeln!(out, "commit log  offsets [{}, {})", s.log_start_offset, s.log_next_offset)?;
+    let f = &s.files;
+    writeln!(
+        out,
+        "file sizes  queue files {} entries ({} bytes), index files {} slots, {} entries ({} bytes)",
+        f.queue_entries_per_file, f.queue_file_bytes, f.index_slots, f.index_entries, f.index_file_bytes
+    )?;
     writeln!(out, "queues ({})", s.queues.len())?;
     for q in &s.queues {
         let n = q.max_offset - q.min_offset;
