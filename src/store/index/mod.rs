@@ -51,6 +51,8 @@
 //! - `files.rs`: [`IndexFiles`], the set of them (RocketMQ's `IndexService`): puts and rolls,
 //!   queries across the files, retention.
 //! - `recover.rs`: recovery after an unclean shutdown, of one file and of the set.
+//! - `read_only.rs`: [`ReadOnlyIndex`], the index as a process that does not own it reads it (no
+//!   lock, no file changed, `pread`; it finds what the owner's last flush wrote).
 //! - `tests.rs`: the tests of the files and of the set (the codecs' and the active state's are
 //!   beside them).
 
@@ -58,6 +60,7 @@ mod active;
 mod file;
 mod files;
 mod layout;
+mod read_only;
 mod recover;
 
 pub(crate) use files::IndexFiles;
@@ -65,6 +68,7 @@ pub(crate) use layout::key_hash;
 /// The layout, for `strata dump` and `verify` (`inspect/store.rs`).
 #[cfg(feature = "internals")]
 pub(crate) use layout::{EntryRules, IndexFileEntry, IndexHeader, entry_position, read_header, slot_of, slot_position};
+pub(crate) use read_only::ReadOnlyIndex;
 
 #[cfg(test)]
 mod tests;
