@@ -196,6 +196,11 @@ impl ReadOnlyStore {
                 }
             }
         }
+        if got.from >= got.max {
+            // The entry asked for is a tail not whole yet: the queue's end for now.
+            got.examined = false;
+            got.next = got.max;
+        }
         Ok(got)
     }
 
