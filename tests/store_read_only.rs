@@ -84,6 +84,8 @@ fn reads_beside_its_owner_and_sees_what_it_puts_since() {
         owner.put(&message("orders", 0, i)).unwrap();
     }
     owner.put(&message("payments", 3, 0)).unwrap();
+    let all = reader.get_messages("orders", 0, 0, 100, None).unwrap();
+    assert_eq!((all.messages.len(), all.max_queue_offset), (15, 15), "a get reaching the end looks again");
     let more = reader.get_messages("orders", 0, 10, 100, None).unwrap();
     assert_eq!(bodies(&more.messages), (10..15).map(|i| format!("orders-0-{i}")).collect::<Vec<_>>());
     assert_eq!(reader.max_queue_offset("orders", 0).unwrap(), 15);

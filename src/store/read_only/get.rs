@@ -130,7 +130,8 @@ impl ReadOnlyStore {
         };
         let Some(queue) = self.queue(topic, queue_id)? else { return Ok(outside(0, 0)) };
         let (mut min, mut end) = queue.bounds();
-        if queue_offset < min || queue_offset >= end {
+        let stale = queue_offset < min || queue_offset >= end;
+        if stale {
             // At (or past) the end as last seen: the owner may have appended since (or retention
             // removed the first files).
             (min, end) = queue.refresh()?;
@@ -139,7 +140,17 @@ impl ReadOnlyStore {
             return Ok(outside(min, end));
         }
         let got = Got { from: queue_offset, examined: true, messages: Vec::new(), next: queue_offset, min, max: end };
-        self.examine(&queue, (topic, queue_id), got, max, tag)
+        let got = self.examine(&queue, (topic, queue_id), got, max, tag)?;
+        let limit = queue_offset.saturating_add(self.config.max_entries_examined);
+        if stale || !got.examined || got.next < got.max || got.messages.len() >= max || got.next >= limit {
+            return Ok(got);
+        }
+        // It reached the end as last seen wanting more: the owner may have appended since.
+        let (_, end) = queue.refresh()?;
+        if end <= got.max {
+            return Ok(got);
+        }
+        self.examine(&queue, (topic, queue_id), Got { max: end, ..got }, max, tag)
     }
 
     /// The owner's examination loop: entries from `got.next`, at most `max_entries_examined`,
