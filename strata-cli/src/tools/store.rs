@@ -548,8 +548,24 @@ pub fn stats(root: &Path, config: StoreConfig) -> Result<StoreStats, ToolError> 
     };
     paths.sort();
     for path in paths.into_iter().filter(|p| p.extension().is_some_and(|e| e == "idx")) {
-        let (header, capacity) = index_file_header(&path)?;
-        index_files.push(IndexFileStats { path, header, capacity });
+        if let Some((header, capacity)) = live_index_header(&path)? {
+            index_files.push(IndexFileStats { path, header, capacity });
+        }
     }
     Ok(StoreStats { log_start_offset, log_next_offset, queues, index_files, groups })
+}
+
+/// An index file's header and capacity, read beside the store's owner: `None` if retention
+/// deleted the file since it was listed; a header failing its check is read once more (the owner
+/// may have been writing it) before it is the error.
+fn live_index_header(path: &Path) -> Result<Option<(IndexFileHeader, u32)>, ToolError> {
+    match index_file_header(path) {
+        Ok(found) => Ok(Some(found)),
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(Error::Corrupt { .. }) => {
+            std::thread::sleep(Duration::from_millis(5));
+            Ok(Some(index_file_header(path)?))
+        }
+        Err(error) => Err(error.into()),
+    }
 }
