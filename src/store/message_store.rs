@@ -197,7 +197,7 @@ impl MessageStore {
     /// [`MessageStore::delete_messages_before`]).
     pub fn commit_log_start_offset(&self) -> u64 {
         if let Some(view) = &self.view {
-            return view.log().start_offset();
+            return view.log_now().start_offset();
         }
         self.inner().log.start_offset()
     }

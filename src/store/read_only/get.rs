@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::ReadOnlyStore;
 use crate::error::Result;
-use crate::log::RecordView;
+use crate::log::{Log, RecordView};
 use crate::store::consume_queue::{Entry, ReadOnlyQueue};
 use crate::store::hash::tag_hash;
 use crate::store::message::StoredMessage;
@@ -219,7 +219,7 @@ impl ReadOnlyStore {
     fn tail(
         &self,
         record: Option<RecordView>,
-        log: &crate::log::Log,
+        log: &Log,
         (topic, queue_id): (&str, u32),
         at: u64,
         entry: Entry,

@@ -73,8 +73,16 @@ impl ReadOnlyStore {
     }
 
     /// The commit log as last read.
-    pub(crate) fn log(&self) -> Arc<Log> {
+    fn log(&self) -> Arc<Log> {
         Arc::clone(&self.log.read())
+    }
+
+    /// The commit log as it is now (read again; the last view if that fails, logged).
+    pub(crate) fn log_now(&self) -> Arc<Log> {
+        self.log_covering(u64::MAX).unwrap_or_else(|error| {
+            tracing::warn!(root = %self.root.display(), %error, "reading the commit log again failed");
+            self.log()
+        })
     }
 
     /// The commit log read again if `log_offset` is past it (the owner appended since): a view
@@ -137,7 +145,7 @@ impl ReadOnlyStore {
             tracing::warn!(%error, "listing the consume queues failed");
             Vec::new()
         });
-        let info = |(topic, queue_id): (String, u32)| match self.bounds(&topic, queue_id) {
+        let info = |(topic, queue_id): (String, u32)| match self.bounds_now(&topic, queue_id) {
             Ok((min_offset, max_offset)) => Some(QueueInfo { topic, queue_id, min_offset, max_offset }),
             Err(error) => {
                 tracing::warn!(topic, queue_id, %error, "a consume queue could not be read");
@@ -150,6 +158,12 @@ impl ReadOnlyStore {
     /// `[min, max)` of `topic`'s queue `queue_id` now (0, 0 for a queue without messages).
     pub(crate) fn bounds(&self, topic: &str, queue_id: u32) -> Result<(u64, u64)> {
         self.config.check_queue(topic, queue_id)?;
+        self.bounds_now(topic, queue_id)
+    }
+
+    /// [`ReadOnlyStore::bounds`] of a queue on disk, whatever the configuration's limits (an
+    /// earlier configuration may have allowed more queues).
+    fn bounds_now(&self, topic: &str, queue_id: u32) -> Result<(u64, u64)> {
         let Some(queue) = self.queue(topic, queue_id)? else { return Ok((0, 0)) };
         let (min, end) = queue.refresh()?;
         Ok((min, self.settled_end(topic, queue_id, &queue, end)?))
@@ -173,11 +187,11 @@ impl ReadOnlyStore {
         offsets.filter(|c| c.group == group && c.topic == topic && c.queue_id == queue_id).map(|c| c.next_offset).next()
     }
 
-    /// The metrics a read-only store has: the commit log's as last read, this handle's gets and
+    /// The metrics a read-only store has: the commit log's as it is now, this handle's gets and
     /// queries, the queues and index files on disk, and as dispatched up to, the store checkpoint.
     /// What only the owner counts (puts, dispatch, long polls, checkpoints) is 0.
     pub(crate) fn metrics(&self) -> StoreMetrics {
-        let log = self.log().metrics();
+        let log = self.log_now().metrics();
         let dispatched_up_to = checkpoint::read(&self.root).unwrap_or(0);
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         StoreMetrics {
