@@ -185,8 +185,9 @@ pub enum Error {
         /// How many times the call looked.
         attempts: usize,
     },
-    /// The log was opened read-only.
-    #[error("the log is open read-only")]
+    /// The log or message store was opened read-only (`Log::open_read_only`,
+    /// `MessageStore::open_read_only`): it cannot be written.
+    #[error("opened read-only: writes are refused")]
     ReadOnly,
     /// A background operation (a compaction pass) stopped before changing anything: the log is
     /// closing, or a truncation or retention changed the segments it was rewriting.

@@ -582,6 +582,7 @@ const STORE_BLOCKS: &[&str] = &[
     "crate::store::dispatch",
     "crate::store::hash",
     "crate::store::index",
+    "crate::store::key_query",
     "crate::store::long_poll",
     "crate::store::maintenance",
     "crate::store::message",

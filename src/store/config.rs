@@ -3,6 +3,7 @@
 use crate::config::{CleanupPolicy, LogConfig, check};
 use crate::error::{Error, Result};
 use crate::format::{BATCH_HEADER_LEN, CQ_ENTRIES_PER_FILE, INDEX_FILE_MAX_SLOTS};
+use crate::store::message::validate_topic;
 
 /// How a `MessageStore` is laid out and behaves. `StoreConfig::default()` is RocketMQ's
 /// defaults where they apply.
@@ -89,6 +90,16 @@ impl StoreConfig {
         check("offsets_flush_ms", self.offsets_flush_ms, 1, u64::MAX)?;
         check("flush_interval_ms", self.flush_interval_ms, 1, u64::MAX)?;
         check("max_entries_examined", self.max_entries_examined, 1, u64::MAX)?;
+        Ok(())
+    }
+
+    /// `Ok` if `topic` and `queue_id` can name a queue of a store with this configuration.
+    pub(crate) fn check_queue(&self, topic: &str, queue_id: u32) -> Result<()> {
+        validate_topic(topic)?;
+        let max = self.max_queues_per_topic;
+        if queue_id >= max {
+            return Err(Error::InvalidQueue { queue_id, max });
+        }
         Ok(())
     }
 }

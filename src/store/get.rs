@@ -11,6 +11,7 @@ use crate::store::message::StoredMessage;
 use crate::store::message_reader::MessageReader;
 use crate::store::message_store::MessageStore;
 use crate::store::metrics::Counters;
+use crate::store::read_only::Got;
 use crate::store::state::StoreState;
 
 /// Entries read from a consume queue at once.
@@ -86,6 +87,9 @@ impl MessageStore {
         max: usize,
         tag: Option<&str>,
     ) -> Result<GetResult> {
+        if let Some(view) = self.read_only_view() {
+            return view.get(topic, queue_id, queue_offset, max, tag).map(GetResult::from);
+        }
         let inner = self.inner();
         inner.check_queue(topic, queue_id)?;
         Counters::add(&inner.counters.gets, 1);
@@ -101,7 +105,8 @@ impl MessageStore {
     /// once `timeout` has passed. A queue that does not exist yet is waited for the same way (a
     /// consumer may start before its producer): the wait ends when its first message is
     /// dispatched, or at the timeout with `NoMatchedLogicQueue`. It sleeps on the queue's
-    /// condition variable, never polling.
+    /// condition variable, never polling (a read-only store, which another process writes, looks
+    /// again every 100 ms).
     pub fn get_messages_wait(
         &self,
         topic: &str,
@@ -111,6 +116,9 @@ impl MessageStore {
         tag: Option<&str>,
         timeout: Duration,
     ) -> Result<GetResult> {
+        if let Some(view) = self.read_only_view() {
+            return view.get_wait((topic, queue_id), queue_offset, max, tag, timeout).map(GetResult::from);
+        }
         let inner = self.inner();
         // A timeout too long to add to now (`Duration::MAX`) is no limit, not a panic.
         let deadline = Instant::now().checked_add(timeout);
@@ -196,7 +204,7 @@ impl StoreState {
                 let ahead = || entries[i..].iter().take(max - messages.len()).map(|(_, e)| e.size as usize + 64).sum();
                 let Some(record) = reader.read(entry.log_offset, ahead)? else { continue };
                 let message = match StoredMessage::decode(record) {
-                    Ok(message) if message.topic() == topic && message.queue_id() == queue_id => message,
+                    Ok(message) if message.is_at(topic, queue_id, at) => message,
                     _ => {
                         tracing::warn!(
                             topic,
@@ -219,5 +227,26 @@ impl StoreState {
         }
         let status = if messages.is_empty() { GetStatus::NoMatchedMessage } else { GetStatus::Found };
         Ok(result(status, messages, next))
+    }
+}
+
+impl From<Got> for GetResult {
+    /// A read-only store's get, with the status the owner's get gives the same bounds and entries.
+    fn from(got: Got) -> GetResult {
+        let status = match got {
+            Got { exists: false, .. } => GetStatus::NoMatchedLogicQueue,
+            Got { examined: true, ref messages, .. } if !messages.is_empty() => GetStatus::Found,
+            Got { examined: true, .. } => GetStatus::NoMatchedMessage,
+            Got { from, min, .. } if from < min => GetStatus::OffsetTooSmall,
+            Got { from, max, .. } if from == max => GetStatus::NoNewMessage,
+            Got { .. } => GetStatus::OffsetOverflow,
+        };
+        GetResult {
+            status,
+            messages: got.messages,
+            next_queue_offset: got.next,
+            min_queue_offset: got.min,
+            max_queue_offset: got.max,
+        }
     }
 }

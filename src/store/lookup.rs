@@ -1,18 +1,12 @@
 //! Finding messages by key (the index) and queue positions by time (the commit log's time index
 //! and the consume queue).
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::store::index::key_hash;
-use crate::store::message::{StoredMessage, validate_topic};
-use crate::store::message_reader::MessageReader;
+use crate::store::key_query;
+use crate::store::message::StoredMessage;
 use crate::store::message_store::MessageStore;
 use crate::store::metrics::Counters;
-
-/// Candidates asked of the index per message wanted: hashes collide, and the candidates are
-/// re-checked against the message.
-const CANDIDATES_PER_RESULT: usize = 2;
-/// At least this many candidates are asked for.
-const MIN_CANDIDATES: usize = 32;
 
 impl MessageStore {
     /// The newest `max` messages of `topic` with key `key` stored in `[begin_ms, end_ms]` (the
@@ -39,40 +33,27 @@ impl MessageStore {
         end_ms: i64,
         max: usize,
     ) -> Result<Vec<StoredMessage>> {
-        let inner = self.inner();
-        validate_topic(topic)?;
-        if key.is_empty() {
-            return Err(Error::InvalidField { what: "key", name: String::new(), reason: "empty" });
+        if let Some(view) = self.read_only_view() {
+            return view.query_by_key(topic, key, (begin_ms, end_ms), max);
         }
+        let inner = self.inner();
+        key_query::check(topic, key)?;
         Counters::add(&inner.counters.key_queries, 1);
         if max == 0 || begin_ms > end_ms {
             return Ok(Vec::new());
         }
-        let candidates = max.saturating_mul(CANDIDATES_PER_RESULT).max(MIN_CANDIDATES);
+        let candidates = key_query::candidates(max);
         let offsets = inner.index.query(key_hash(topic, key), begin_ms, end_ms, candidates)?;
-        let mut reader = MessageReader::new(&inner.log);
-        let mut found = Vec::new();
-        for log_offset in offsets {
-            let Some(record) = reader.read(log_offset, || 1)? else { continue };
-            let Ok(message) = StoredMessage::decode(record) else { continue };
-            let time = message.timestamp_ms();
-            if message.topic() == topic
-                && message.keys().iter().any(|k| k == key)
-                && (begin_ms..=end_ms).contains(&time)
-            {
-                found.push(message);
-            }
-        }
-        // The newest `max`.
-        let surplus = found.len().saturating_sub(max);
-        found.drain(..surplus);
-        Ok(found)
+        key_query::matching(&inner.log, offsets, (topic, key), (begin_ms, end_ms), max)
     }
 
     /// The first queue offset of `topic`'s queue `queue_id` whose message was stored at or after
     /// `timestamp_ms` (the store's append time, which never goes backwards), or the queue's end
     /// if none was. Clamped to the queue's `[min, max]`.
     pub fn queue_offset_for_timestamp(&self, topic: &str, queue_id: u32, timestamp_ms: i64) -> Result<u64> {
+        if let Some(view) = self.read_only_view() {
+            return view.queue_offset_for_timestamp(topic, queue_id, timestamp_ms);
+        }
         let inner = self.inner();
         inner.check_queue(topic, queue_id)?;
         let Some(queue) = inner.queues.get(topic, queue_id) else { return Ok(0) };

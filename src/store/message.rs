@@ -308,6 +308,13 @@ impl StoredMessage {
     pub fn encoded_len(&self) -> usize {
         self.record.encoded_len()
     }
+
+    /// Whether this is the message a queue entry at `queue_offset` of `topic`'s queue `queue_id`
+    /// names (its headers say so): what every get checks before it returns the message an entry
+    /// points at.
+    pub(crate) fn is_at(&self, topic: &str, queue_id: u32, queue_offset: u64) -> bool {
+        self.topic == topic && self.queue_id == queue_id && self.queue_offset == queue_offset
+    }
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ use crate::store::dispatch::Dispatch;
 use crate::store::dispatcher::Dispatcher;
 use crate::store::metrics::StoreMetrics;
 use crate::store::queues::QueueInfo;
+use crate::store::read_only::ReadOnlyStore;
 use crate::store::state::StoreState;
 use crate::store::{background, recovery};
 
@@ -27,6 +28,9 @@ use crate::store::{background, recovery};
 /// consumers [`get_messages`](MessageStore::get_messages) from a queue in order, keep their
 /// position with [`commit_offset`](MessageStore::commit_offset), and find messages by key and time.
 /// `Send + Sync`: share it between threads by reference or in an `Arc`.
+///
+/// [`MessageStore::open_read_only`] opens a store another process may have open, to read it
+/// beside that process (no lock, no file changed); its writes return `Error::ReadOnly`.
 ///
 /// ```
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -47,10 +51,14 @@ use crate::store::{background, recovery};
 /// # Ok(()) }
 /// ```
 pub struct MessageStore {
-    /// `None` only once closed.
+    /// `None` once closed, and for a read-only store.
     shared: Option<Arc<StoreState>>,
     dispatcher: Option<Dispatcher>,
     events: Option<EventManager>,
+    /// A read-only store's view of the files (`None` for the store's owner). An optional part
+    /// beside the owner's, not an enum of the two: the owner's state, threads and calls stay as
+    /// they are, and each public call first asks this one `Option` (`read_only/mod.rs`).
+    view: Option<ReadOnlyStore>,
 }
 
 const _: () = {
@@ -80,13 +88,72 @@ impl MessageStore {
         let events = EventManager::start("strata-store")?;
         background::schedule(&inner, &events.handle());
         let dispatcher = Dispatcher::spawn(Arc::clone(&inner))?;
-        Ok(MessageStore { shared: Some(inner), dispatcher: Some(dispatcher), events: Some(events) })
+        Ok(MessageStore { shared: Some(inner), dispatcher: Some(dispatcher), events: Some(events), view: None })
+    }
+
+    /// Opens the store in `root` to read it, beside the process that may have it open (as
+    /// RocketMQ's admin tools inspect a live broker): no lock is taken and no file is changed (no
+    /// `abort` marker, checkpoint or `offsets.json` written, no queue or index file created, cut,
+    /// deleted or rebuilt, no recovery), so it works with read access only, and the owner's puts
+    /// go on meanwhile. Files are read with `pread`, never mapped.
+    ///
+    /// Reads see the files as they are at each call: a get at a queue's end looks again, so
+    /// messages put since (by another process) appear, as do new queues; a queue's last entry is
+    /// trusted once it is whole (the owner may be writing it). A key query finds what the owner's
+    /// index holds on disk: its last flush (every `flush_interval_ms`, the store's checkpoint).
+    /// Committed offsets are read from `offsets.json`. [`get_messages_wait`] polls every 100 ms.
+    /// Every write (`put*`, `commit_offset`, `flush_offsets`, `delete_messages_before`) returns
+    /// `Error::ReadOnly`; a dispatcher registered is never called (nothing is dispatched).
+    /// Damage is never hidden: every message returned is checked against its queue entry, and a
+    /// damaged entry below a queue's last is `Error::Corrupt`.
+    ///
+    /// Errors: `Error::InvalidConfig`, and the commit log's read-only open's (a missing `root` or
+    /// commit log is `Error::Io`: nothing is created).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use strata_log::{Error, GetStatus, Message, MessageStore, StoreConfig};
+    /// let dir = tempfile::tempdir()?;
+    /// let owner = MessageStore::open(dir.path(), StoreConfig::default())?;
+    /// owner.put(&Message::new("orders", 0, b"order 17"))?;
+    ///
+    /// // Beside the owner (here in the same process; as well in another).
+    /// let reader = MessageStore::open_read_only(dir.path(), StoreConfig::default())?;
+    /// let got = reader.get_messages("orders", 0, 0, 32, None)?;
+    /// assert_eq!(got.messages[0].body(), b"order 17");
+    /// owner.put(&Message::new("orders", 0, b"order 18"))?;
+    /// let more = reader.get_messages("orders", 0, got.next_queue_offset, 32, None)?;
+    /// assert_eq!((more.status, more.messages[0].body()), (GetStatus::Found, &b"order 18"[..]));
+    /// assert!(matches!(reader.put(&Message::new("orders", 0, b"no")), Err(Error::ReadOnly)));
+    /// owner.close()?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// [`get_messages_wait`]: MessageStore::get_messages_wait
+    pub fn open_read_only(root: impl AsRef<Path>, config: StoreConfig) -> Result<MessageStore> {
+        let view = ReadOnlyStore::open(root.as_ref(), config)?;
+        Ok(MessageStore { shared: None, dispatcher: None, events: None, view: Some(view) })
+    }
+
+    /// Whether the store was opened with [`MessageStore::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.view.is_some()
+    }
+
+    /// A read-only store's view of the files (`None` for the store's owner).
+    pub(crate) fn read_only_view(&self) -> Option<&ReadOnlyStore> {
+        self.view.as_ref()
+    }
+
+    /// What a write works on: `Error::ReadOnly` for a read-only store.
+    pub(crate) fn writer(&self) -> Result<&StoreState> {
+        if self.view.is_some() { Err(Error::ReadOnly) } else { Ok(self.inner()) }
     }
 
     /// Closes the store cleanly: dispatches what the log holds, flushes the queues and the index,
     /// writes the store checkpoint and the consumer offsets, closes the commit log and, last,
     /// removes the `abort` marker, so the next open does not recover. Dropping the store does the
-    /// same but can only log a failure.
+    /// same but can only log a failure. A read-only store wrote nothing: its close only lets go.
     pub fn close(mut self) -> Result<()> {
         self.shutdown()
     }
@@ -107,7 +174,10 @@ impl MessageStore {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn config(&self) -> &StoreConfig {
-        &self.inner().config
+        match &self.view {
+            Some(view) => view.config(),
+            None => &self.inner().config,
+        }
     }
 
     /// What every call works on.
@@ -141,13 +211,21 @@ impl MessageStore {
     /// Registers a dispatcher: from now on it receives every message dispatched, after the
     /// store's own consume-queue and index builders (Flink's `Output`). See [`Dispatch`] for what
     /// it must tolerate.
+    /// On a read-only store nothing is dispatched: the dispatcher is dropped (logged).
     pub fn register_dispatcher(&self, dispatcher: Box<dyn Dispatch>) {
+        if self.view.is_some() {
+            tracing::warn!("a read-only message store dispatches nothing: the dispatcher is dropped");
+            return;
+        }
         self.inner().dispatch.lock().output.inner_mut().push(dispatcher);
     }
 
     /// The commit log's first offset: messages below it are gone (retention,
     /// [`MessageStore::delete_messages_before`]).
     pub fn commit_log_start_offset(&self) -> u64 {
+        if let Some(view) = &self.view {
+            return view.log_now().start_offset();
+        }
         self.inner().log.start_offset()
     }
 
@@ -157,7 +235,7 @@ impl MessageStore {
     /// deleted before dispatch reached it would leave a hole in its queue's numbering, and the
     /// queue would refuse every later message): `Error::DispatchFailed` if that fails.
     pub fn delete_messages_before(&self, log_offset: u64) -> Result<u64> {
-        let inner = self.inner();
+        let inner = self.writer()?;
         let wanted = log_offset.min(inner.log.next_offset());
         if wanted > inner.progress.dispatched() {
             inner.dispatch_through(wanted - 1)?;
@@ -175,7 +253,7 @@ impl MessageStore {
     /// `queue_id`. Durable within `offsets_flush_ms`, or at [`MessageStore::flush_offsets`] or
     /// close.
     pub fn commit_offset(&self, group: &str, topic: &str, queue_id: u32, offset: u64) -> Result<()> {
-        let inner = self.inner();
+        let inner = self.writer()?;
         inner.check_queue(topic, queue_id)?;
         if group.is_empty() {
             return Err(Error::InvalidField { what: "group", name: String::new(), reason: "empty" });
@@ -187,21 +265,30 @@ impl MessageStore {
     /// The next queue offset `group` will consume from `topic`'s queue `queue_id`, if it ever
     /// committed one.
     pub fn committed_offset(&self, group: &str, topic: &str, queue_id: u32) -> Option<u64> {
+        if let Some(view) = &self.view {
+            return view.committed_offset(group, topic, queue_id);
+        }
         self.inner().offsets.committed(group, topic, queue_id)
     }
 
     /// Every committed consumer offset, sorted by group, topic and queue.
     pub fn committed_offsets(&self) -> Vec<CommittedOffset> {
+        if let Some(view) = &self.view {
+            return view.committed_offsets();
+        }
         self.inner().offsets.all()
     }
 
     /// Writes the committed consumer offsets to `offsets.json` now.
     pub fn flush_offsets(&self) -> Result<()> {
-        self.inner().offsets.flush()
+        self.writer()?.offsets.flush()
     }
 
     /// Every queue that ever had a message, sorted by topic and queue id.
     pub fn queues(&self) -> Vec<QueueInfo> {
+        if let Some(view) = &self.view {
+            return view.queues();
+        }
         let queues = self.inner().queues.all();
         let info = |(topic, queue_id, queue): (String, u32, Arc<ConsumeQueue>)| QueueInfo {
             topic,
@@ -214,6 +301,9 @@ impl MessageStore {
 
     /// The first queue offset `topic`'s queue `queue_id` holds (0 for a queue without messages).
     pub fn min_queue_offset(&self, topic: &str, queue_id: u32) -> Result<u64> {
+        if let Some(view) = &self.view {
+            return view.bounds(topic, queue_id).map(|(min, _)| min);
+        }
         let inner = self.inner();
         inner.check_queue(topic, queue_id)?;
         Ok(inner.queues.get(topic, queue_id).map_or(0, |queue| queue.min_offset()))
@@ -222,6 +312,9 @@ impl MessageStore {
     /// The queue offset the next message of `topic`'s queue `queue_id` gets, once dispatched: the
     /// queue holds `[min, max)`.
     pub fn max_queue_offset(&self, topic: &str, queue_id: u32) -> Result<u64> {
+        if let Some(view) = &self.view {
+            return view.bounds(topic, queue_id).map(|(_, max)| max);
+        }
         let inner = self.inner();
         inner.check_queue(topic, queue_id)?;
         Ok(inner.queues.get(topic, queue_id).map_or(0, |queue| queue.max_offset()))
@@ -229,6 +322,9 @@ impl MessageStore {
 
     /// A snapshot of the store's metrics.
     pub fn metrics(&self) -> StoreMetrics {
+        if let Some(view) = &self.view {
+            return view.metrics();
+        }
         let inner = self.inner();
         let log = inner.log.metrics();
         let counters = &inner.counters;

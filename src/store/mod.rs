@@ -4,7 +4,8 @@
 //!   calls and threads share (the parts table and the lock order), of owners: `sequencer` (the
 //!   put lock), `progress` (how far dispatch got), `maintenance` (what background work
 //!   remembers), `metrics`.
-//! - Its operations, by what they do: `put`, `get` (and long polls), `lookup` (by key, by time);
+//! - Its operations, by what they do: `put`, `get` (and long polls), `lookup` (by key, by time,
+//!   with `key_query`, the re-check of the index's candidates);
 //!   `recovery` (open), `background` (flushes, checkpoint, offsets, retention), `dispatcher` (the
 //!   thread building queues and index).
 //! - `message`: a message as one record of the commit log.
@@ -18,6 +19,9 @@
 //!   `store.meta`, the format guard and the parameters the store's files are made with.
 //! - `dispatch`: what the dispatcher hands on; `long_poll`: waiting at a queue's end.
 //! - `config`: `StoreConfig`.
+//! - `read_only`: the store opened read-only (`MessageStore::open_read_only`), reading the files
+//!   another process may be writing; its queues and index are `consume_queue::ReadOnlyQueue` and
+//!   `index::ReadOnlyIndex`.
 
 pub(crate) mod background;
 pub(crate) mod checkpoint;
@@ -29,6 +33,7 @@ pub(crate) mod dispatcher;
 pub(crate) mod get;
 pub(crate) mod hash;
 pub(crate) mod index;
+pub(crate) mod key_query;
 pub(crate) mod long_poll;
 pub(crate) mod lookup;
 pub(crate) mod maintenance;
@@ -42,6 +47,7 @@ pub(crate) mod put;
 pub(crate) mod queue_checks;
 pub(crate) mod queue_map;
 pub(crate) mod queues;
+pub(crate) mod read_only;
 pub(crate) mod recovery;
 pub(crate) mod sequencer;
 pub(crate) mod state;

@@ -91,6 +91,7 @@ impl MessageStore {
     /// nothing, consecutive queue offsets. Returns where each went, once all are durable and
     /// dispatched. An empty slice puts nothing.
     pub fn put_batch(&self, messages: &[Message]) -> Result<Vec<PutResult>> {
+        self.writer()?;
         if messages.is_empty() {
             return Ok(Vec::new());
         }
@@ -113,7 +114,7 @@ impl MessageStore {
     }
 
     fn put_all(&self, messages: &[Message]) -> Result<Stored> {
-        let inner = self.inner();
+        let inner = self.writer()?;
         let put = inner.check_puts(messages).and_then(|()| inner.append_puts(messages));
         let counter = if put.is_ok() { &inner.counters.puts } else { &inner.counters.put_failures };
         counter.fetch_add(messages.len() as u64, std::sync::atomic::Ordering::Relaxed);

@@ -43,7 +43,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::log::{Cursor, Log};
 use crate::store::config::StoreConfig;
 use crate::store::consumer_offsets::ConsumerOffsets;
@@ -51,7 +51,6 @@ use crate::store::dispatch::{BroadcastingOutput, CountingOutput};
 use crate::store::index::IndexFiles;
 use crate::store::long_poll::LongPolls;
 use crate::store::maintenance::Maintenance;
-use crate::store::message::validate_topic;
 use crate::store::metrics::Counters;
 use crate::store::progress::Progress;
 use crate::store::queues::Queues;
@@ -119,11 +118,6 @@ impl Dispatching {
 impl StoreState {
     /// `Ok` if `topic` and `queue_id` can name a queue of this store.
     pub(crate) fn check_queue(&self, topic: &str, queue_id: u32) -> Result<()> {
-        validate_topic(topic)?;
-        let max = self.config.max_queues_per_topic;
-        if queue_id >= max {
-            return Err(Error::InvalidQueue { queue_id, max });
-        }
-        Ok(())
+        self.config.check_queue(topic, queue_id)
     }
 }

@@ -1,5 +1,6 @@
 //! `strata store`: put then get round trip, a group's committed offset resumes a get, query by
-//! key, stats with a group's lag, and the clear refusal when another process holds the store.
+//! key, stats with a group's lag, and the clear refusal of a put when another process holds the
+//! store (its reading commands work beside it).
 #![allow(clippy::unwrap_used)]
 
 #[path = "common/cli.rs"]
@@ -135,13 +136,22 @@ fn stats_shows_each_groups_lag() {
 }
 
 #[test]
-fn a_store_open_in_another_process_is_refused_clearly() {
+fn a_put_into_a_store_open_in_another_process_is_refused_clearly() {
     let dir = tempfile::tempdir().unwrap();
     build(dir.path(), 1);
     let held = MessageStore::open(dir.path(), small_config()).unwrap();
-    let out = strata().args(["store", "stats"]).arg(dir.path()).output().unwrap();
+    let out = strata()
+        .args(["store", "put"])
+        .arg(dir.path())
+        .args(["--topic", "orders"])
+        .write_stdin("x\n")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("the message store is open in another process"), "{}", stderr(&out));
+    // The reading commands read it beside its owner (`cli_store_live.rs`).
+    let stats = strata().args(["store", "stats"]).arg(dir.path()).output().unwrap();
+    assert!(stats.status.success(), "{}", stderr(&stats));
     held.close().unwrap();
 }
 

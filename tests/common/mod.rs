@@ -223,3 +223,39 @@ pub fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
         .map(|n| (n.clone(), std::fs::read(dir.join(n)).unwrap()))
         .collect()
 }
+
+/// Every file and directory under `root` (itself included), by path relative to it, with its
+/// modification time and, for a file, its bytes: to prove that an operation changed, created and
+/// removed nothing anywhere in a tree (a store's root).
+pub fn tree_snapshot(root: &Path) -> Vec<(String, std::time::SystemTime, Vec<u8>)> {
+    let mut found = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        let name = path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+        if meta.is_dir() {
+            stack.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+            found.push((name, meta.modified().unwrap(), Vec::new()));
+        } else {
+            found.push((name, meta.modified().unwrap(), std::fs::read(&path).unwrap()));
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Makes every file and directory under `root` read-only for everyone (`chmod -R a-w`), or
+/// writable by its owner again (`chmod -R u+w`).
+pub fn set_read_only_tree(root: &Path, read_only: bool) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        if meta.is_dir() {
+            stack.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        }
+        let mode = meta.permissions().mode();
+        let mode = if read_only { mode & !0o222 } else { mode | 0o200 };
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+}

@@ -41,6 +41,8 @@
 //!   change under them.
 //! - `recover.rs`: the check at open against the commit log, and its cut.
 //! - `cut.rs`: removing entries: a cut at the end (a truncation, recovery), retention at the front.
+//! - `read_only.rs`: `ReadOnlyQueue`, the queue as a process that does not own it reads it (no
+//!   lock, no file changed, `pread`, its end found from the bytes).
 //! - `tests.rs`: the queue's unit tests (the format's are in `layout.rs`).
 //!
 //! Lock order: 1 the writer lock (`writer`) → 2 the file list (`files`) → 3 a file's own locks
@@ -52,6 +54,7 @@ mod file;
 mod layout;
 mod open;
 mod read;
+mod read_only;
 mod recover;
 #[cfg(test)]
 mod tests;
@@ -67,9 +70,9 @@ use crate::error::{Error, Result};
 use crate::storage::map_budget::MapBudget;
 pub(crate) use append::Appended;
 use file::QueueFile;
-/// The entry layout and its check, for `strata dump` and `verify` (`inspect/store.rs`).
-#[cfg(feature = "internals")]
+/// The entry layout and its check (for `strata dump` and `verify` too, `inspect/store.rs`).
 pub(crate) use layout::Entry;
+pub(crate) use read_only::ReadOnlyQueue;
 
 /// How far a queue's entries are durable ([`ConsumeQueue::flush`]). The store's checkpoint takes
 /// the log offset it has dispatched up to *before* flushing every queue, and records it once all

@@ -51,6 +51,8 @@
 //! - `files.rs`: [`IndexFiles`], the set of them (RocketMQ's `IndexService`): puts and rolls,
 //!   queries across the files, retention.
 //! - `recover.rs`: recovery after an unclean shutdown, of one file and of the set.
+//! - `read_only.rs`: [`ReadOnlyIndex`], the index as a process that does not own it reads it (no
+//!   lock, no file changed, `pread`; it finds what the owner's last flush wrote).
 //! - `tests.rs`: the tests of the files and of the set (the codecs' and the active state's are
 //!   beside them).
 
@@ -59,6 +61,7 @@ mod check;
 mod file;
 mod files;
 mod layout;
+mod read_only;
 mod recover;
 
 pub(crate) use files::IndexFiles;
@@ -66,6 +69,7 @@ pub(crate) use files::IndexFiles;
 #[cfg(feature = "internals")]
 pub(crate) use layout::{EntryRules, IndexFileEntry, IndexHeader, entry_position, slot_of, slot_position};
 pub(crate) use layout::{key_hash, read_header};
+pub(crate) use read_only::ReadOnlyIndex;
 
 #[cfg(test)]
 mod tests;

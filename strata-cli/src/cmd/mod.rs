@@ -100,7 +100,8 @@ enum Command {
     /// segments.
     Compact(admin::CompactArgs),
     /// Put, get, query and inspect a message store (topics, queues, consumer groups) in a store
-    /// root directory; each opens the store, so not beside another process that has it open.
+    /// root directory; get, query and stats read it beside a process that has it open, put and
+    /// get --commit open it (so not beside one).
     #[command(subcommand)]
     Store(store::StoreCommand),
     /// Measure writes, durable writes, reads, the producer and recovery against the disk's own

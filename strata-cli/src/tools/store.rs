@@ -1,7 +1,9 @@
 //! `strata store`: put, get, query and stats on a message store (RocketMQ's admin tools as the
 //! model: `sendMessage`, `consumeMessage`, `queryMsgByKey`, `topicStatus` / `consumerProgress`).
-//! Each opens the store read-write (a `MessageStore` holds its commit log's lock, so a second
-//! process gets a clear refusal) and closes it cleanly. Reading commands never create a store.
+//! `put` and a get that commits open the store read-write (a `MessageStore` holds its commit
+//! log's lock, so a second process gets a clear refusal) and close it cleanly; the reading ones
+//! open it read-only (`MessageStore::open_read_only`), so they work beside a running store and
+//! change nothing. Reading commands never create a store.
 
 use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
@@ -16,7 +18,9 @@ use super::ToolError;
 use super::text::iso_ms;
 use strata_log::internals::format::{STORE_COMMIT_LOG_DIR, STORE_INDEX_DIR};
 use strata_log::internals::inspect::store::{IndexFileHeader, index_file_header, is_store_root};
-use strata_log::{CommittedOffset, Error, GetStatus, Message, MessageStore, QueueInfo, StoreConfig, StoredMessage};
+use strata_log::{
+    CommittedOffset, Error, GetResult, GetStatus, Message, MessageStore, QueueInfo, StoreConfig, StoredMessage,
+};
 
 /// Lines `put` sends in one wait for durability (each is its own message and record).
 const PUT_WAIT_EVERY: usize = 1_000;
@@ -96,12 +100,30 @@ pub fn open_store(root: &Path, config: StoreConfig) -> Result<MessageStore, Tool
     MessageStore::open(root, config).map_err(|e| store_error(root, e))
 }
 
+/// Opens the store read-only: no lock, nothing written, beside the process that may have it open.
+pub fn open_read_only(root: &Path, config: StoreConfig) -> Result<MessageStore, ToolError> {
+    MessageStore::open_read_only(root, config).map_err(|e| store_error(root, e))
+}
+
+/// Opens the store read-write to commit a consumer offset: a store another process holds open
+/// owns its `offsets.json`, and the refusal says to commit from that process or to read only.
+pub fn open_to_commit(root: &Path, config: StoreConfig) -> Result<MessageStore, ToolError> {
+    MessageStore::open(root, config).map_err(|e| match e {
+        Error::Locked { .. } => ToolError::Usage(format!(
+            "{}: the message store is open in another process, which owns its consumer offsets: commit \
+             from that process, or drop --commit to read beside it",
+            root.display()
+        )),
+        e => store_error(root, e),
+    })
+}
+
 /// A store error as the command reports it.
 pub fn store_error(root: &Path, error: Error) -> ToolError {
     match error {
         Error::Locked { path } => ToolError::Usage(format!(
             "{}: the message store is open in another process (it holds {}); stop it first \
-             (`strata verify` and `strata dump` only read, and work beside it)",
+             (`strata store get`, `query` and `stats`, `verify` and `dump` only read, and work beside it)",
             root.display(),
             path.display()
         )),
@@ -249,6 +271,8 @@ pub struct GetOptions {
     pub tag: Option<String>,
     /// At the queue's end, wait for more (until stopped).
     pub follow: bool,
+    /// With `follow` on a read-only store, how often the queue's end is looked at again.
+    pub poll: Duration,
     /// JSON lines instead of text.
     pub json: bool,
 }
@@ -281,15 +305,9 @@ pub fn get(
     let mut next = o.from.or(committed).unwrap_or(min);
     let mut summary = GetSummary { from: next, ..GetSummary::default() };
     let limit = o.max.unwrap_or(u64::MAX);
-    let tag = o.tag.as_deref();
     while summary.messages < limit {
         let want = (limit - summary.messages).min(GET_BATCH) as usize;
-        let got = if o.follow {
-            store.get_messages_wait(topic, queue_id, next, want, tag, Duration::from_millis(100))
-        } else {
-            store.get_messages(topic, queue_id, next, want, tag)
-        }
-        .map_err(|e| store_error(Path::new(""), e))?;
+        let got = fetch(store, o, next, want, stop).map_err(|e| store_error(Path::new(""), e))?;
         for message in &got.messages {
             write_message(out, message, o.json, false)?;
         }
@@ -356,6 +374,24 @@ fn no_such_queue(store: &MessageStore, topic: &str, queue_id: u32) -> ToolError 
         format!("topics: {}", listed.join(" "))
     };
     ToolError::Usage(format!("no queue {topic}/{queue_id} in this store ({has}); --follow waits for it"))
+}
+
+/// One get of `get` from `next`: with `follow`, a wait at the queue's end — the store's long poll,
+/// or, on a read-only store (which another process writes: nothing here can wake it), a pause of
+/// `poll` (cut short by `stop`) before the next look.
+fn fetch(store: &MessageStore, o: &GetOptions, next: u64, want: usize, stop: &AtomicBool) -> Result<GetResult, Error> {
+    let (topic, queue_id, tag) = (o.topic.as_str(), o.queue_id, o.tag.as_deref());
+    if o.follow && !store.is_read_only() {
+        return store.get_messages_wait(topic, queue_id, next, want, tag, Duration::from_millis(100));
+    }
+    let got = store.get_messages(topic, queue_id, next, want, tag)?;
+    if o.follow && got.messages.is_empty() && got.next_queue_offset >= got.max_queue_offset {
+        let until = std::time::Instant::now() + o.poll;
+        while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < until {
+            std::thread::sleep(o.poll.min(Duration::from_millis(20)));
+        }
+    }
+    Ok(got)
 }
 
 /// `query`: the newest `max` messages of `topic` with `key` stored in `[begin_ms, end_ms]`.
@@ -550,10 +586,10 @@ pub struct GroupLag {
     pub lag: u64,
 }
 
-/// Opens the store, reads its queues and committed offsets, closes it, then reads the index
-/// files' headers (flushed by the close).
+/// Reads the store read-only (beside the process that may have it open): its queues and
+/// committed offsets, then the index files' headers (as the owner last flushed them).
 pub fn stats(root: &Path, config: StoreConfig) -> Result<StoreStats, ToolError> {
-    let store = open_store(root, config)?;
+    let store = open_read_only(root, config)?;
     let files = FileSizes::of(store.config());
     let queues: Vec<QueueStats> = store
         .queues()
@@ -585,8 +621,24 @@ pub fn stats(root: &Path, config: StoreConfig) -> Result<StoreStats, ToolError> 
     };
     paths.sort();
     for path in paths.into_iter().filter(|p| p.extension().is_some_and(|e| e == "idx")) {
-        let (header, capacity) = index_file_header(&path)?;
-        index_files.push(IndexFileStats { path, header, capacity });
+        if let Some((header, capacity)) = live_index_header(&path)? {
+            index_files.push(IndexFileStats { path, header, capacity });
+        }
     }
     Ok(StoreStats { log_start_offset, log_next_offset, files, queues, index_files, groups })
+}
+
+/// An index file's header and capacity, read beside the store's owner: `None` if retention
+/// deleted the file since it was listed; a header failing its check is read once more (the owner
+/// may have been writing it) before it is the error.
+fn live_index_header(path: &Path) -> Result<Option<(IndexFileHeader, u32)>, ToolError> {
+    match index_file_header(path) {
+        Ok(found) => Ok(Some(found)),
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(Error::Corrupt { .. }) => {
+            std::thread::sleep(Duration::from_millis(5));
+            Ok(Some(index_file_header(path)?))
+        }
+        Err(error) => Err(error.into()),
+    }
 }

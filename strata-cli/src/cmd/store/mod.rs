@@ -1,5 +1,7 @@
-//! `strata store`: the message store's commands, one file each. Each opens the store read-write
-//! (reading ones never create it), says what its open repaired, and closes it cleanly.
+//! `strata store`: the message store's commands, one file each. `put` (and `get --commit`) open
+//! the store read-write, say what the open repaired, and close it cleanly; `get`, `query` and
+//! `stats` read it read-only (`MessageStore::open_read_only`): beside a running store, with read
+//! access only, changing nothing. Reading commands never create a store.
 
 use std::io::Write;
 use std::path::Path;
@@ -40,16 +42,27 @@ pub(super) fn run(command: StoreCommand, out: &mut dyn Write, notes: Notes) -> R
     match command {
         StoreCommand::Put(args) => put::run(args, out, notes),
         StoreCommand::Get(args) => get::run(args, out, notes),
-        StoreCommand::Query(args) => query::run(args, out, notes),
+        StoreCommand::Query(args) => query::run(args, out),
         StoreCommand::Stats(args) => stats::run(args, out),
         StoreCommand::Recover(args) => recover::run(args, out),
     }
 }
 
-/// Opens an existing store (reading commands never create one).
-fn open_existing(root: &Path, notes: Notes) -> Result<MessageStore, ToolError> {
+/// Opens an existing store read-only: beside the process that may have it open.
+fn open_reading(root: &Path) -> Result<MessageStore, ToolError> {
     store_tools::require_store(root)?;
-    open_noted(root, store_tools::store_config(root, &StoreFiles::default())?, notes)
+    store_tools::open_read_only(root, store_tools::store_config(root, &StoreFiles::default())?)
+}
+
+/// Opens an existing store read-write to commit a consumer offset in it (a live store owns its
+/// `offsets.json`): another process holding it is refused in one line saying what to do instead.
+fn open_to_commit(root: &Path, notes: Notes) -> Result<MessageStore, ToolError> {
+    store_tools::require_store(root)?;
+    let config = store_tools::store_config(root, &StoreFiles::default())?;
+    let store = store_tools::open_to_commit(root, config)?;
+    let commit_log = root.join(strata_log::internals::format::STORE_COMMIT_LOG_DIR);
+    notes.recovery(&commit_log, &store.metrics().log.recovery);
+    Ok(store)
 }
 
 /// Opens the store, saying in one line what the open repaired in its commit log.

@@ -1,10 +1,11 @@
-//! `strata store query`: a topic's messages by key ([`store_tools::query`]).
+//! `strata store query`: a topic's messages by key ([`store_tools::query`]), read-only: a running
+//! store's index as its last flush wrote it (every second by default).
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::{Notes, closing, open_existing};
+use super::{closing, open_reading};
 use crate::cmd::verdict;
 use crate::tools::store as store_tools;
 use crate::tools::{self, ToolError};
@@ -33,9 +34,9 @@ pub(crate) struct QueryArgs {
     json: bool,
 }
 
-pub(super) fn run(args: QueryArgs, out: &mut dyn Write, notes: Notes) -> Result<ExitCode, ToolError> {
+pub(super) fn run(args: QueryArgs, out: &mut dyn Write) -> Result<ExitCode, ToolError> {
     let QueryArgs { root, topic, key, begin, end, max, json } = args;
-    let store = open_existing(&root, notes)?;
+    let store = open_reading(&root)?;
     let range = (begin.unwrap_or(0), end.unwrap_or(i64::MAX));
     let found = closing(&root, store, |store| store_tools::query(store, &topic, &key, range, max))?;
     let written = found.iter().try_for_each(|m| store_tools::write_message(out, m, json, true));
