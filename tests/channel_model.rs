@@ -191,7 +191,9 @@ fn reopen(channel: Channel, dir: &Path, root: &Path, step: usize, policy: FlushP
             dir.to_path_buf()
         }
         _ => {
-            let copy = root.join(format!("c{step}"));
+            // Not `c{step}`: the channel starts in `c0`, and a copy at step 0 onto itself would
+            // truncate every file it copies.
+            let copy = root.join(format!("crash{step}"));
             common::copy_dir(&dir.join("log"), &copy.join("log"));
             drop(channel);
             copy
