@@ -57,7 +57,11 @@ pub(crate) fn check(
     cut_tails(queues, log, from, entries_per_file, &mut checks)?;
     let mut reader = MessageReader::new(log);
     for summary in summaries {
-        if !confirmed_by_log(&mut reader, log, summary)? {
+        // The queue's own file and the checkpoint agree on its last entry, and the log reaches
+        // it (a log that lost its tail had the queue cut below it): two records of the same
+        // thing, so the log is not read. Otherwise the log decides.
+        let agrees = queue_holds_last(queues, summary, log.next_offset())?;
+        if !agrees && !confirmed_by_log(&mut reader, log, summary)? {
             if summary.last_log_offset.is_some_and(|last| last >= log.next_offset()) {
                 // The log lost the queue's last messages: the queue was cut (its tail check cut
                 // the entries), and its consumers' offsets may be past its end now.
@@ -77,7 +81,8 @@ pub(crate) fn check(
             queues.remove_damaged(&topic, queue_id)?;
             continue;
         }
-        if let Some(reason) = end_entries_fault(&mut reader, &queue, &topic, queue_id)? {
+        let confirmed = checks.floors.get(&topic, queue_id);
+        if let Some(reason) = end_entries_fault(&mut reader, &queue, (&topic, queue_id), confirmed)? {
             tracing::warn!(
                 topic,
                 queue_id,
@@ -161,6 +166,19 @@ fn confirmed_by_log(reader: &mut MessageReader<'_>, log: &Log, summary: &QueueSu
         );
     }
     Ok(fault.is_none())
+}
+
+/// Whether the queue holds the last entry `summary` records, at the log offset it records, below
+/// `log_next`.
+fn queue_holds_last(queues: &Queues, summary: &QueueSummary, log_next: u64) -> Result<bool> {
+    let (Some(last), Some(log_offset)) = (summary.next_queue_offset.checked_sub(1), summary.last_log_offset) else {
+        return Ok(false);
+    };
+    let Some(queue) = queues.get(&summary.topic, summary.queue_id) else { return Ok(false) };
+    if log_offset >= log_next || !(queue.min_offset()..queue.max_offset()).contains(&last) {
+        return Ok(false);
+    }
+    Ok(matches!(queue.get(last), Ok(Some(entry)) if entry.log_offset == log_offset))
 }
 
 /// Compares a queue with the checkpoint's (confirmed) record of it: missing or short, it is
@@ -276,11 +294,19 @@ fn summary_fault(
 fn end_entries_fault(
     reader: &mut MessageReader<'_>,
     queue: &ConsumeQueue,
-    topic: &str,
-    queue_id: u32,
+    (topic, queue_id): (&str, u32),
+    confirmed: Option<&QueueSummary>,
 ) -> Result<Option<&'static str>> {
     let (min, max) = (queue.min_offset(), queue.max_offset());
     let Some(last) = max.checked_sub(1).filter(|&q| q >= min) else { return Ok(None) };
+    // An entry the checkpoint recorded, at the log offset recorded, is two records of the same
+    // thing (or was checked against the log with the record): a clean open reads no message.
+    let recorded = |queue_offset: u64, log_offset: u64| {
+        confirmed.is_some_and(|s| {
+            (queue_offset == s.min_queue_offset && Some(log_offset) == s.first_log_offset)
+                || (Some(queue_offset) == s.next_queue_offset.checked_sub(1) && Some(log_offset) == s.last_log_offset)
+        })
+    };
     for queue_offset in [min, last] {
         let entry = match queue.get(queue_offset) {
             Ok(Some(entry)) => entry,
@@ -288,6 +314,9 @@ fn end_entries_fault(
             Err(Error::Corrupt { .. }) => return Ok(Some("an entry at its ends does not read")),
             Err(error) => return Err(error),
         };
+        if recorded(queue_offset, entry.log_offset) {
+            continue;
+        }
         if entry.log_offset >= reader.log_next() {
             return Ok(Some("an entry at its ends points past the commit log's end"));
         }
