@@ -283,7 +283,8 @@ pub enum Error {
     /// A property, tag or key the store cannot hold as given.
     #[error("invalid {what} {name:?}: {reason}")]
     InvalidField {
-        /// `"property"`, `"tag"`, `"key"` or `"keys"` (too many).
+        /// `"property"`, `"tag"`, `"key"`, `"keys"` (too many), or `"queue"` (its numbering is
+        /// exhausted).
         what: &'static str,
         /// The name or value given.
         name: String,

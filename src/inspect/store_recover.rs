@@ -6,14 +6,14 @@
 
 use std::path::Path;
 
+use super::dirs::held_by_a_writer;
 use super::recover::{RecoverOptions, RecoverOutcome, recover};
 use super::store::verify_store;
 use super::verify_log::{Finding, Severity};
 use crate::error::{Error, Result};
-use crate::format::{STORE_COMMIT_LOG_DIR, STORE_CONSUME_QUEUE_DIR, STORE_INDEX_DIR};
+use crate::format::{LOCK_FILE, STORE_COMMIT_LOG_DIR, STORE_CONSUME_QUEUE_DIR, STORE_INDEX_DIR};
 use crate::storage;
-use crate::store::checkpoint::{self, Checkpoint};
-use crate::store::index::IndexFiles;
+use crate::store::checkpoint::{self, Checkpoint, QueueSummary};
 use crate::store::queues::Queues;
 use crate::store::{MessageStore, StoreConfig};
 
@@ -80,11 +80,16 @@ pub fn recover_store(root: &Path, config: StoreConfig, options: RecoverOptions) 
         outcome.refused = outcome.commit_log.refused;
         return Ok(outcome);
     }
-    let log_next = outcome.commit_log.after.map(|after| after.next_offset);
-    if let Some(log_next) = log_next.filter(|&next| next < outcome.commit_log.before.next_offset) {
-        outcome.queue_offsets_cut = queue_offsets_at_or_past(root, &config, log_next)?;
+    let log_next = outcome.commit_log.after.map_or(outcome.commit_log.before.next_offset, |after| after.next_offset);
+    let cut = log_next < outcome.commit_log.before.next_offset;
+    let (numbering, queue_offsets_cut) = queues_below(root, &config, log_next)?;
+    if cut {
+        outcome.queue_offsets_cut = queue_offsets_cut;
     }
-    discard_derived(root)?;
+    if held_by_a_writer(&log_dir) == Some(true) {
+        return Err(Error::Locked { path: log_dir.join(LOCK_FILE) });
+    }
+    discard_derived(root, numbering, log_next)?;
     let store = MessageStore::open(root, config)?;
     outcome.queues_after = Some(store.queues().len() as u64);
     outcome.index_files_after = Some(store.metrics().index_files as u64);
@@ -92,36 +97,99 @@ pub fn recover_store(root: &Path, config: StoreConfig, options: RecoverOptions) 
     Ok(outcome)
 }
 
-/// Per queue, the queue offsets whose entries point at or past `log_next`: what a cut of the
-/// commit log there removed.
-fn queue_offsets_at_or_past(root: &Path, config: &StoreConfig, log_next: u64) -> Result<Vec<QueueOffsetsCut>> {
+/// What each queue's own files say of it below `log_next` (its numbering, as a checkpoint
+/// records it: the rebuild must not lose it where retention removed the messages), and per queue
+/// the queue offsets whose entries point at or past `log_next` (what a cut of the commit log
+/// there removed).
+fn queues_below(root: &Path, config: &StoreConfig, log_next: u64) -> Result<(Vec<QueueSummary>, Vec<QueueOffsetsCut>)> {
     let dir = root.join(STORE_CONSUME_QUEUE_DIR);
     if !dir.is_dir() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     }
     let (queues, _) = Queues::open(&dir, config.queue_entries_per_file, config.log.read_path, None)?;
-    let mut cut = Vec::new();
+    let (mut numbering, mut cut) = (Vec::new(), Vec::new());
     for (topic, queue_id, queue) in queues.all() {
-        let first = queue.queue_offset_for_log_offset(log_next)?;
-        if first < queue.max_offset() {
-            cut.push(QueueOffsetsCut { topic, queue_id, offsets: [first, queue.max_offset() - 1] });
+        // Entries that break the queue's rules (garbage, a torn tail) say nothing of its numbering:
+        // cut first (the files are deleted anyway).
+        let (min, max) = (queue.min_offset(), queue.max_offset());
+        let cut_from = queue.queue_offset_for_log_offset(log_next)?;
+        queue.recover_from(min, min, log_next)?;
+        let next = cut_from.min(queue.max_offset());
+        if cut_from < max {
+            cut.push(QueueOffsetsCut { topic: topic.clone(), queue_id, offsets: [cut_from, max - 1] });
         }
+        let log_offset_at = |q: Option<u64>| -> Result<Option<u64>> {
+            match q.filter(|&q| q >= min && q < next) {
+                Some(q) => Ok(queue.get(q).ok().flatten().map(|entry| entry.log_offset)),
+                None => Ok(None),
+            }
+        };
+        let (first_log_offset, last_log_offset) = (log_offset_at(Some(min))?, log_offset_at(next.checked_sub(1))?);
+        let next_queue_offset = next.max(min);
+        numbering.push(QueueSummary {
+            topic,
+            queue_id,
+            min_queue_offset: min,
+            first_log_offset,
+            next_queue_offset,
+            last_log_offset,
+        });
     }
-    Ok(cut)
+    Ok((numbering, cut))
 }
 
-/// Deletes every consume queue and index file (durably): the next open rebuilds them from the
-/// commit log's start. The store checkpoint keeps its record of each queue (the numbering a
-/// rebuild must reach, or keep where retention removed the messages) and forgets the rest.
-fn discard_derived(root: &Path) -> Result<()> {
-    let kept = checkpoint::read(root)?;
-    checkpoint::write(root, &Checkpoint { dispatched_up_to: 0, queues: kept.queues, index_files: Vec::new() })?;
-    let queues = root.join(STORE_CONSUME_QUEUE_DIR);
-    match std::fs::remove_dir_all(&queues) {
-        Ok(()) => storage::sync_dir(root)?,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-        Err(error) => return Err(Error::io("remove the consume queues", &queues)(error)),
+/// `kept` (the checkpoint's records) with `found` (the queues' own), the further on of the two
+/// for each queue.
+fn merged(kept: Vec<QueueSummary>, found: Vec<QueueSummary>) -> Vec<QueueSummary> {
+    let mut all: std::collections::BTreeMap<(String, u32), QueueSummary> = std::collections::BTreeMap::new();
+    for summary in kept.into_iter().chain(found) {
+        let key = (summary.topic.clone(), summary.queue_id);
+        match all.get(&key) {
+            Some(held) if held.next_queue_offset >= summary.next_queue_offset => {}
+            _ => {
+                all.insert(key, summary);
+            }
+        }
     }
-    IndexFiles::discard(&root.join(STORE_INDEX_DIR))?;
-    Ok(())
+    all.into_values().collect()
+}
+
+/// Deletes every consume queue and index file: the next open rebuilds them from the commit log's
+/// start. Both directories are first renamed aside (`<name>.discarded`) and the root fsynced, so
+/// a crash leaves them whole or gone, never half deleted (a half-deleted index would look whole
+/// to an open); then the store checkpoint keeps the record of each queue's numbering below
+/// `log_next` (`numbering` merged in: what the queues' own files said) and forgets the index's;
+/// then the directories go.
+fn discard_derived(root: &Path, numbering: Vec<QueueSummary>, log_next: u64) -> Result<()> {
+    let names = [STORE_CONSUME_QUEUE_DIR, STORE_INDEX_DIR];
+    let aside = |name: &str| root.join(format!("{name}.discarded"));
+    for name in names {
+        remove_dir_if_exists(&aside(name))?;
+    }
+    for name in names {
+        match std::fs::rename(root.join(name), aside(name)) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(Error::io("set a derived directory aside", root.join(name))(error)),
+        }
+    }
+    storage::sync_dir(root)?;
+    // A record naming a message past the (possibly cut) log's end is stale: the queue's own
+    // files below the end say what is left.
+    let mut kept = checkpoint::read(root)?.queues;
+    kept.retain(|summary| summary.last_log_offset.is_none_or(|last| last < log_next));
+    let queues = merged(kept, numbering);
+    checkpoint::write(root, &Checkpoint { dispatched_up_to: 0, queues, index_files: Vec::new() })?;
+    for name in names {
+        remove_dir_if_exists(&aside(name))?;
+    }
+    storage::sync_dir(root)
+}
+
+fn remove_dir_if_exists(dir: &Path) -> Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(Error::io("remove a derived directory", dir)(error)),
+    }
 }

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::events::EventHandle;
 use crate::store::checkpoint::{self, Checkpoint, QueueSummary};
 use crate::store::dispatch::Dispatch;
@@ -85,6 +85,18 @@ impl StoreState {
         self.maintenance.checkpointed(dispatched);
         Counters::add(&self.counters.checkpoints, 1);
         Ok(())
+    }
+
+    /// [`StoreState::write_checkpoint`], with a full disk only logged (`when` says at which
+    /// step): the next background turn writes it.
+    pub(crate) fn checkpoint_unless_full(&self, when: &'static str) -> Result<()> {
+        match self.write_checkpoint() {
+            Err(error @ Error::DiskFull { .. }) => {
+                tracing::warn!(%error, when, "the store checkpoint could not be written; it is retried");
+                Ok(())
+            }
+            written => written,
+        }
     }
 
     /// Retention (docs/DESIGN.md §11): once the commit log's start moved, deletes the queue files whose

@@ -24,6 +24,7 @@ use crate::format::{
     STORE_CHECKPOINT_VERSION, STORE_CHECKPOINT_VERSION_1,
 };
 use crate::storage::{self, ValueFile};
+use crate::store::message::validate_topic;
 
 /// The version-1 file (`dispatched_up_to` alone), still read.
 const VERSION_1: ValueFile =
@@ -66,6 +67,10 @@ pub(crate) struct IndexFileSummary {
     /// The log offset of its last entry (its begin offset while empty).
     pub(crate) end_log_offset: u64,
 }
+
+/// The largest queue offset a summary may hold (a queue offset near `u64::MAX` leaves no room
+/// for a file, and never reaches a checkpoint).
+const MAX_QUEUE_OFFSET: u64 = u64::MAX / 2;
 
 /// Bytes before the summaries: magic, version, `dispatched_up_to`, the two counts.
 const HEAD_LEN: usize = 4 + 2 + 8 + 4 + 4;
@@ -169,6 +174,13 @@ impl Reader<'_> {
         let (next_queue_offset, last) = (self.u64()?, self.u64()?);
         let entry = |offset| (offset != STORE_CHECKPOINT_NO_ENTRY).then_some(offset);
         let (first_log_offset, last_log_offset) = (entry(first), entry(last));
+        if validate_topic(&topic).is_err() {
+            return Err(Corruption::BadFile("a queue summary names an invalid topic"));
+        }
+        // Queue offsets this large leave no room for a consume-queue file: never written.
+        if min_queue_offset > next_queue_offset || next_queue_offset > MAX_QUEUE_OFFSET {
+            return Err(Corruption::BadFile("a queue summary's offsets are out of order or out of range"));
+        }
         Ok(QueueSummary { topic, queue_id, min_queue_offset, first_log_offset, next_queue_offset, last_log_offset })
     }
 }
@@ -232,7 +244,7 @@ mod tests {
                     last_log_offset: Some(900),
                 },
                 QueueSummary {
-                    topic: "é".into(),
+                    topic: "payments".into(),
                     queue_id: 3,
                     min_queue_offset: 0,
                     first_log_offset: None,
@@ -268,6 +280,20 @@ mod tests {
             Checkpoint::default(),
             "a damaged checkpoint costs work, not data"
         );
+    }
+
+    #[test]
+    fn a_summary_with_a_bad_topic_or_offsets_is_damage_even_with_a_good_crc() {
+        for (topic, min, next) in [("a/b", 0, 1), ("", 0, 1), ("t", 5, 4), ("t", 0, u64::MAX)] {
+            let mut bad = sample();
+            bad.queues[0] = QueueSummary {
+                topic: topic.into(),
+                min_queue_offset: min,
+                next_queue_offset: next,
+                ..bad.queues[0].clone()
+            };
+            assert!(Checkpoint::decode(&bad.encode()).is_err(), "{topic:?} [{min}, {next})");
+        }
     }
 
     #[test]

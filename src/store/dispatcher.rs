@@ -99,10 +99,11 @@ pub(crate) fn flush_queues(queues: &Queues) -> Result<Vec<QueueSummary>> {
     let mut first = Ok(());
     let mut summaries = Vec::new();
     for (topic, queue_id, queue) in queues.all() {
-        let flushed = ConsumeQueue::flush(&queue).and_then(|flushed| {
+        let flushed = ConsumeQueue::flush(&queue).map(|flushed| {
             let min = queue.min_offset();
-            let first = if min < flushed.queue_offset { queue.get(min)?.map(|entry| entry.log_offset) } else { None };
-            Ok((flushed, min, first))
+            // Best effort: a summary without it is checked less at the next open, never wrongly.
+            let first = if min < flushed.queue_offset { queue.first_log_offset() } else { None };
+            (flushed, min, first)
         });
         match flushed {
             Ok((flushed, min_queue_offset, first_log_offset)) => summaries.push(QueueSummary {

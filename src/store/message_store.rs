@@ -241,11 +241,13 @@ impl MessageStore {
             inner.dispatch_through(wanted - 1)?;
         }
         // The checkpoint records each queue's numbering before its messages go: should the queue's
-        // files be lost later, that is all that is left of it.
-        inner.write_checkpoint()?;
+        // files be lost later, that is all that is left of it (the queue's last file keeps it
+        // too: retention never deletes it). A full disk, which this call may be freeing, does
+        // not stop the deletion; the background checkpoint retries.
+        inner.checkpoint_unless_full("before deleting messages")?;
         let start = inner.log.delete_records_before(wanted.min(inner.progress.dispatched()))?;
         inner.sweep()?;
-        inner.write_checkpoint()?;
+        inner.checkpoint_unless_full("after deleting messages")?;
         Ok(start)
     }
 

@@ -49,6 +49,8 @@ pub(crate) mod queue_map;
 pub(crate) mod queues;
 pub(crate) mod read_only;
 pub(crate) mod recovery;
+#[cfg(test)]
+mod recovery_tests;
 pub(crate) mod sequencer;
 pub(crate) mod state;
 

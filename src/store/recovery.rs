@@ -81,7 +81,7 @@ fn load_derived(root: &Path, config: &StoreConfig, log: &Log, unclean: bool) -> 
     let checkpoint_lost = usable.is_none();
     let checkpointed = usable.unwrap_or_default();
     let mut from = checkpointed.dispatched_up_to.min(log_next);
-    let (index, index_rebuilt) = open_index(root, config, &checkpointed, (log_start, log_next))?;
+    let (index, index_rebuilt) = open_index(root, config, &checkpointed, (log_start, log_next), unclean)?;
     let queue_dir = root.join(STORE_CONSUME_QUEUE_DIR);
     let queues_existed = queue_dir.is_dir();
     let (queues, discarded) =
@@ -125,7 +125,10 @@ fn load_derived(root: &Path, config: &StoreConfig, log: &Log, unclean: bool) -> 
         // What dispatch is about to redo is not on disk any more (a rebuild, a refill, a log that
         // lost its tail): the checkpoint must not claim it, or a crash before the next checkpoint
         // would leave it undone for good. Its summaries stay: they are what the rebuild must reach.
-        checkpoint::write(root, &Checkpoint { dispatched_up_to: from, ..checkpointed })?;
+        // The index's record goes: the index is being rebuilt or recovered from here, and a crash
+        // before the next checkpoint must not find the files it rebuilt "missing" or "short" and
+        // start over (the queues' records stay: they hold the numbering).
+        checkpoint::write(root, &Checkpoint { dispatched_up_to: from, index_files: Vec::new(), ..checkpointed })?;
     }
     let rebuilt = rebuilt || checks.refill_from.is_some() || checkpoint_lost;
     Ok(Derived { queues, index, from, rebuilt, checks })
@@ -177,14 +180,15 @@ fn open_index(
     root: &Path,
     config: &StoreConfig,
     checkpointed: &Checkpoint,
-    (log_start, log_next): (u64, u64),
+    log_bounds: (u64, u64),
+    unclean: bool,
 ) -> Result<(IndexFiles, bool)> {
     let dir = root.join(STORE_INDEX_DIR);
     let existed = dir.is_dir();
     let open =
         || IndexFiles::open_budgeted(&dir, config.index_slots, config.index_entries, config.log.map_budget.clone());
     let fault = match open() {
-        Ok(index) => match index.check(&checkpointed.index_files, log_start, log_next)? {
+        Ok(index) => match index.check(&checkpointed.index_files, log_bounds, unclean)? {
             None => return Ok((index, !existed)),
             Some(fault) => fault,
         },

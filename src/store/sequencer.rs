@@ -11,7 +11,7 @@
 
 use parking_lot::Mutex;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::store::checkpoint::QueueSummary;
 use crate::store::queue_map::QueueMap;
 
@@ -53,8 +53,15 @@ impl PutSequencer {
     ) -> Result<T> {
         let mut next = self.next.lock();
         let slot = next.get_or_insert_with(topic, queue_id, || seed().max(self.floor(topic, queue_id)));
+        let Some(after) = slot.checked_add(count) else {
+            return Err(Error::InvalidField {
+                what: "queue",
+                name: topic.to_owned(),
+                reason: "its queue offsets are exhausted",
+            });
+        };
         let appended = append(*slot)?;
-        *slot += count;
+        *slot = after;
         Ok(appended)
     }
 }
@@ -62,7 +69,6 @@ impl PutSequencer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Error;
 
     #[test]
     fn offsets_follow_on_from_the_seed_and_a_failed_append_takes_none() {

@@ -118,6 +118,10 @@ pub(crate) struct ConsumeQueue {
     /// again (the queue may have grown back past it since), and a flush across one claims nothing.
     cuts: AtomicU64,
     poisoned: AtomicBool,
+    /// The first entry's log offset as last read, with the `min` and the cut count it was read
+    /// at: the store checkpoint asks every turn, and reading it would map each queue's oldest
+    /// file.
+    first_seen: Mutex<Option<(u64, u64, u64)>>,
 }
 
 const _: () = {
@@ -134,6 +138,25 @@ impl ConsumeQueue {
     /// The queue offset the next entry gets: the queue holds `[min_offset, max_offset)`.
     pub(crate) fn max_offset(&self) -> u64 {
         self.max.load(Ordering::Acquire)
+    }
+
+    /// The log offset of the queue's first entry (`None`: it has none, or it does not read now),
+    /// read again only when `min` moved or a cut ran.
+    pub(crate) fn first_log_offset(&self) -> Option<u64> {
+        let cuts = self.cuts.load(Ordering::Acquire);
+        let (min, max) = (self.min_offset(), self.max_offset());
+        if min >= max {
+            return None;
+        }
+        let mut seen = self.first_seen.lock();
+        if let Some((at, at_cuts, log_offset)) = *seen
+            && (at, at_cuts) == (min, cuts)
+        {
+            return Some(log_offset);
+        }
+        let log_offset = self.get(min).ok().flatten()?.log_offset;
+        *seen = Some((min, cuts, log_offset));
+        Some(log_offset)
     }
 
     fn check_not_poisoned(&self) -> Result<()> {

@@ -75,6 +75,7 @@ impl ConsumeQueue {
             max: AtomicU64::new(0),
             cuts: AtomicU64::new(0),
             poisoned: AtomicBool::new(false),
+            first_seen: Mutex::new(None),
         };
         if let Some((last, sealed)) = listed.split_last() {
             queue.load(sealed, last)?;

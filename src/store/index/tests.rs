@@ -815,3 +815,31 @@ fn measure_puts_and_queries() {
         puts / PUTS as u32,
     );
 }
+
+/// A crash inside `flush`, after its slot writes and before its header write, leaves slots
+/// pointing past the header's count: after an unclean shutdown that is what recovery repairs, so
+/// the open's check leaves the newest file to it; after a clean one it is damage.
+#[test]
+fn slots_past_a_stale_header_are_recoverys_after_a_crash_and_damage_after_a_clean_close() {
+    let dir = tempdir();
+    let (path, first_flush) = {
+        let files = IndexFiles::open(dir.path(), 8, 1000).expect("open");
+        for offset in 0..100u64 {
+            files.put((offset % 13) as u32, offset, T0).expect("put");
+        }
+        let first_flush = files.flush().expect("flush");
+        for offset in 100..200u64 {
+            files.put((offset % 13) as u32, offset, T0).expect("put");
+        }
+        files.flush().expect("flush");
+        (files.files.read()[0].path(), first_flush)
+    };
+    // The header as the first flush left it: the second flush's header write never happened.
+    let header_now = IndexHeader::decode(&read_raw(&path, 0, 40).try_into().expect("40 bytes"));
+    patch(&path, 0, &IndexHeader { index_count: 100, end_log_offset: 99, ..header_now }.encode());
+    let files = IndexFiles::open(dir.path(), 8, 1000).expect("reopen");
+    assert_eq!(files.check(&first_flush, (0, 1000), true).expect("check"), None, "recovery's to repair");
+    assert!(files.check(&first_flush, (0, 1000), false).expect("check").is_some(), "damage after a clean close");
+    let recovered = files.recover(1000).expect("recover").newest.expect("a file");
+    assert_eq!(recovered.kept, 200, "recovery keeps the entries the header did not count yet");
+}
