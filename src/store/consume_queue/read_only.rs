@@ -130,7 +130,12 @@ impl ReadOnlyQueue {
     /// these files. A binary search, one entry read per step; an unreadable or zero entry counts
     /// as not below.
     pub(crate) fn queue_offset_for_log_offset(&self, log_offset: u64) -> Result<u64> {
-        let (min, end) = self.refresh()?;
+        let bounds = self.refresh()?;
+        self.search(log_offset, bounds)
+    }
+
+    /// [`ReadOnlyQueue::queue_offset_for_log_offset`] within `[min, end)` as last refreshed.
+    pub(crate) fn search(&self, log_offset: u64, (min, end): (u64, u64)) -> Result<u64> {
         let (mut low, mut high) = (min, end);
         while low < high {
             let middle = low + (high - low) / 2;

@@ -23,7 +23,9 @@ use std::path::{Path, PathBuf};
 use byteorder::{BigEndian, ByteOrder};
 
 use crate::error::{Error, Result};
-use crate::format::{INDEX_FILE_ENTRY_LEN, INDEX_FILE_SLOT_LEN, INDEX_FILE_SUFFIX, file_name, parse_file_name};
+use crate::format::{
+    INDEX_FILE_ENTRY_LEN, INDEX_FILE_HEADER_LEN, INDEX_FILE_SLOT_LEN, INDEX_FILE_SUFFIX, file_name, parse_file_name,
+};
 use crate::storage::{self, MappedFile};
 use crate::store::index::layout::{IndexFileEntry, IndexHeader, entry_position, read_header, slot_of, slot_position};
 
@@ -67,8 +69,13 @@ impl ReadOnlyIndex {
                 break;
             }
             let path = self.dir.join(file_name(base, INDEX_FILE_SUFFIX));
-            let Some(viewed) = view(&path)? else { continue };
             let newest = i + 1 == bases.len();
+            if newest && header_not_written(&path)? {
+                // Created at full size, its header not written yet (or a crash in between, which
+                // the owner's next open removes): no entry to find.
+                continue;
+            }
+            let Some(viewed) = view(&path)? else { continue };
             let h = &viewed.header;
             // A sealed file's header is final; the newest one's may be behind its entries.
             if h.begin_timestamp_ms > end_ms || (!newest && (h.index_count == 0 || h.end_timestamp_ms < begin_ms)) {
@@ -98,6 +105,23 @@ impl ReadOnlyIndex {
             .collect();
         bases.sort_unstable();
         Ok(bases)
+    }
+}
+
+/// Whether the file's header is all zeros: a file `IndexFile::create` made at full size and has
+/// not written the header of yet. Gone counts as not.
+fn header_not_written(path: &Path) -> Result<bool> {
+    use std::os::unix::fs::FileExt as _;
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(error) => return Err(Error::io("open an index file", path)(error)),
+    };
+    let mut header = [0u8; INDEX_FILE_HEADER_LEN];
+    match file.read_exact_at(&mut header, 0) {
+        Ok(()) => Ok(header.iter().all(|&b| b == 0)),
+        Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(error) => Err(Error::io("read an index file's header", path)(error)),
     }
 }
 

@@ -142,6 +142,7 @@ impl ReadOnlyStore {
             // removed the first files).
             (min, end) = queue.refresh()?;
         }
+        let min = self.live_min(&queue, (min, end))?;
         if queue_offset < min || queue_offset >= end {
             return Ok(outside(min, end));
         }

@@ -153,7 +153,8 @@ impl ReadOnlyStore {
             tracing::warn!(%error, "listing the consume queues failed");
             Vec::new()
         });
-        let info = |(topic, queue_id): (String, u32)| match self.bounds_now(&topic, queue_id) {
+        let start = self.log_now().start_offset();
+        let info = |(topic, queue_id): (String, u32)| match self.bounds_now(&topic, queue_id, start) {
             Ok((min_offset, max_offset)) => Some(QueueInfo { topic, queue_id, min_offset, max_offset }),
             Err(error) => {
                 tracing::warn!(topic, queue_id, %error, "a consume queue could not be read");
@@ -166,15 +167,31 @@ impl ReadOnlyStore {
     /// `[min, max)` of `topic`'s queue `queue_id` now (0, 0 for a queue without messages).
     pub(crate) fn bounds(&self, topic: &str, queue_id: u32) -> Result<(u64, u64)> {
         self.config.check_queue(topic, queue_id)?;
-        self.bounds_now(topic, queue_id)
+        self.bounds_now(topic, queue_id, self.log_now().start_offset())
     }
 
     /// [`ReadOnlyStore::bounds`] of a queue on disk, whatever the configuration's limits (an
-    /// earlier configuration may have allowed more queues).
-    fn bounds_now(&self, topic: &str, queue_id: u32) -> Result<(u64, u64)> {
+    /// earlier configuration may have allowed more queues), the commit log starting at `start`.
+    fn bounds_now(&self, topic: &str, queue_id: u32, start: u64) -> Result<(u64, u64)> {
         let Some(queue) = self.queue(topic, queue_id)? else { return Ok((0, 0)) };
         let (min, end) = queue.refresh()?;
-        Ok((min, self.settled_end(topic, queue_id, &queue, end)?))
+        let end = self.settled_end(topic, queue_id, &queue, end)?;
+        let min = if start == 0 || min >= end { min } else { queue.search(start, (min, end))?.clamp(min, end) };
+        Ok((min, end))
+    }
+
+    /// The queue's first offset as its owner counts it: retention moves it past the entries
+    /// whose messages are below the commit log's start (the owner's files may still hold them
+    /// until its next sweep).
+    pub(crate) fn live_min(&self, queue: &ReadOnlyQueue, (min, end): (u64, u64)) -> Result<u64> {
+        // The commit log's start as the view last read it (reading the log again for every get
+        // would cost a scan of its last segment; the view is read again when an entry points
+        // past it, and for `queues`).
+        let start = self.log().start_offset();
+        if start == 0 || min >= end {
+            return Ok(min);
+        }
+        Ok(queue.search(start, (min, end))?.clamp(min, end))
     }
 
     /// The committed consumer offsets as `offsets.json` (or its backup) holds them now; none if
