@@ -6,9 +6,9 @@
 //! deleted, cut (to a few bytes or to a partial entry), garbage over part of it, or replaced by
 //! another store's copy of the same path.
 //!
-//! Garbage inside a `.cq` or `.idx` may be where no check at open looks (an entry in the middle of
-//! a file): after such a damage the test does what a user does, `verify` and, if it reports
-//! damage, `store recover`, before the reopen.
+//! Garbage inside a `.cq` or `.idx`, or another store's copy of a `.cq`, may be where no check at
+//! open looks (entries in the middle of a queue): after such a damage the test does what a user
+//! does, `verify` and, if it reports damage, `store recover`, before the reopen.
 //!
 //! After each reopen: every queue's `[min, max)` is the model's and its messages are dense, once
 //! each, at the queue offset their record carries (`strata.qoffset`), with their bodies; every key
@@ -227,11 +227,13 @@ impl Case {
         }
         let damaged = self.rng.random_range(0..100) < self.damage_percent;
         let mut damage = if damaged { self.damage() } else { "no damage".to_owned() };
-        if damage.contains("garbage at") && !damage.ends_with("store.checkpoint") {
-            // Garbage inside a file may be where no check at open looks (an entry in the middle):
-            // a user's `strata verify` finds it and `strata store recover` repairs it. What the
-            // open must rebuild by itself, it must still rebuild: only damage verify reports is
-            // handed to recover.
+        let in_a_file = damage.contains("garbage at") || damage.ends_with(".cq replaced by another store's");
+        if in_a_file && !damage.contains("store.checkpoint") {
+            // Garbage inside a file, or another store's copy of a file in the middle of a queue
+            // whose first and last entries happen to match this store's, may be where no check at
+            // open looks: a user's `strata verify` finds it and `strata store recover` repairs
+            // it. What the open must rebuild by itself, it must still rebuild: only damage verify
+            // reports is handed to recover.
             damage.push_str(&self.verify_and_recover());
         }
         self.history.push(format!("step {step}: reopen {shutdown}, {damage}"));

@@ -12,8 +12,11 @@ use super::store::verify_store;
 use super::verify_log::{Finding, Severity};
 use crate::error::{Error, Result};
 use crate::format::{LOCK_FILE, STORE_COMMIT_LOG_DIR, STORE_CONSUME_QUEUE_DIR, STORE_INDEX_DIR};
+use crate::log::Log;
 use crate::storage;
 use crate::store::checkpoint::{self, Checkpoint, QueueSummary};
+use crate::store::message::StoredMessage;
+use crate::store::message_reader::MessageReader;
 use crate::store::queues::Queues;
 use crate::store::{MessageStore, StoreConfig};
 
@@ -107,6 +110,8 @@ fn queues_below(root: &Path, config: &StoreConfig, log_next: u64) -> Result<(Vec
         return Ok((Vec::new(), Vec::new()));
     }
     let (queues, _) = Queues::open(&dir, config.queue_entries_per_file, config.log.read_path, None)?;
+    let log = Log::open_read_only(root.join(STORE_COMMIT_LOG_DIR), config.log.clone())?;
+    let mut reader = MessageReader::new(&log);
     let (mut numbering, mut cut) = (Vec::new(), Vec::new());
     for (topic, queue_id, queue) in queues.all() {
         // Entries that break the queue's rules (garbage, a torn tail) say nothing of its numbering:
@@ -126,6 +131,17 @@ fn queues_below(root: &Path, config: &StoreConfig, log_next: u64) -> Result<(Vec
         };
         let (first_log_offset, last_log_offset) = (log_offset_at(Some(min))?, log_offset_at(next.checked_sub(1))?);
         let next_queue_offset = next.max(min);
+        // Its last entry must point at its own message (unless retention removed it): a file that
+        // is another store's, or garbage that keeps the rules, says nothing of this numbering.
+        if let (Some(last), Some(q)) = (last_log_offset, next.checked_sub(1))
+            && last >= log.start_offset()
+        {
+            let record = reader.read(last, || 1)?;
+            let message = record.and_then(|record| StoredMessage::decode(record).ok());
+            if !message.is_some_and(|m| m.topic() == topic && m.queue_id() == queue_id && m.queue_offset() == q) {
+                continue;
+            }
+        }
         numbering.push(QueueSummary {
             topic,
             queue_id,
@@ -179,7 +195,7 @@ fn discard_derived(root: &Path, numbering: Vec<QueueSummary>, log_next: u64) -> 
     let mut kept = checkpoint::read(root)?.queues;
     kept.retain(|summary| summary.last_log_offset.is_none_or(|last| last < log_next));
     let queues = merged(kept, numbering);
-    checkpoint::write(root, &Checkpoint { dispatched_up_to: 0, queues, index_files: Vec::new() })?;
+    checkpoint::write(root, &Checkpoint { dispatched_up_to: 0, queues, index_files: Vec::new(), summarised: true })?;
     for name in names {
         remove_dir_if_exists(&aside(name))?;
     }

@@ -80,8 +80,11 @@ impl StoreState {
         }
         let queues = with_floors(queues, self.puts.floors());
         crate::failpoint::crash_point!("store_before_checkpoint");
-        checkpoint::write(&self.root, &Checkpoint { dispatched_up_to: dispatched, queues, index_files })
-            .inspect_err(|_| Counters::add(&self.counters.background_failures, 1))?;
+        checkpoint::write(
+            &self.root,
+            &Checkpoint { dispatched_up_to: dispatched, queues, index_files, summarised: true },
+        )
+        .inspect_err(|_| Counters::add(&self.counters.background_failures, 1))?;
         self.maintenance.checkpointed(dispatched);
         Counters::add(&self.counters.checkpoints, 1);
         Ok(())

@@ -39,6 +39,9 @@ pub(crate) struct Checkpoint {
     pub(crate) queues: Vec<QueueSummary>,
     /// Each index file as it was durable, in log-offset order (empty from a version-1 file).
     pub(crate) index_files: Vec<IndexFileSummary>,
+    /// Whether `queues` names every queue the store had (a version-2 file; not written, implied
+    /// by the version).
+    pub(crate) summarised: bool,
 }
 
 /// One queue in the checkpoint.
@@ -139,7 +142,7 @@ impl Checkpoint {
         if reader.at != body.len() {
             return Err(Corruption::BadFile("the file has bytes after its summaries"));
         }
-        Ok(Checkpoint { dispatched_up_to, queues, index_files })
+        Ok(Checkpoint { dispatched_up_to, queues, index_files, summarised: true })
     }
 }
 
@@ -233,6 +236,7 @@ mod tests {
 
     fn sample() -> Checkpoint {
         Checkpoint {
+            summarised: true,
             dispatched_up_to: 12_345,
             queues: vec![
                 QueueSummary {

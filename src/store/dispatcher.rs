@@ -14,7 +14,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::clock::Clock;
 use crate::error::{Error, Result};
@@ -229,6 +229,12 @@ impl StoreState {
 
     /// Dispatches everything visible now, under the dispatch lock (`state`).
     pub(crate) fn dispatch_visible(&self, state: &mut DispatchState) -> Result<()> {
+        self.dispatch_until(state, None).map(|_| ())
+    }
+
+    /// [`StoreState::dispatch_visible`], stopping after the first read once `deadline` passed:
+    /// `true` if it reached the end of what is visible.
+    pub(crate) fn dispatch_until(&self, state: &mut DispatchState, deadline: Option<Instant>) -> Result<bool> {
         let clock = self.log.config().clock.clone();
         // The cursor never runs ahead of what is dispatched (a dispatch that failed or panicked
         // after its batches were read).
@@ -247,13 +253,16 @@ impl StoreState {
                 Err(error) => return Err(error),
             };
             if batches.is_empty() {
-                return Ok(());
+                return Ok(true);
             }
             // Read after the batches: retention may have moved the start since the call began (the
             // branch above), and a stale start would make the queue builder refuse a message whose
             // queue offset follows a gap retention left, then fill that gap over it.
             let log_start = self.log.start_offset();
             self.dispatch_batches(&clock, log_start, &batches, state)?;
+            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                return Ok(false);
+            }
         }
     }
 

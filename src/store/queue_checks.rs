@@ -45,12 +45,13 @@ impl QueueChecks {
 }
 
 /// Runs every check (see the module documentation) on `queues`, the store checkpoint's
-/// `dispatched_up_to` being `from` and its summaries `summaries`.
+/// `dispatched_up_to` being `from` and its summaries `summaries` (`summarised`: they name every
+/// queue the store had).
 pub(crate) fn check(
     queues: &Queues,
     log: &Log,
     from: u64,
-    summaries: &[QueueSummary],
+    (summaries, summarised): (&[QueueSummary], bool),
     entries_per_file: u64,
 ) -> Result<QueueChecks> {
     let mut checks = QueueChecks::default();
@@ -73,10 +74,29 @@ pub(crate) fn check(
         against_summary(queues, summary, (log.start_offset(), from), &mut checks)?;
     }
     for (topic, queue_id, queue) in queues.all() {
-        if queue.max_offset() == 0 && checks.floors.get(&topic, queue_id).is_none() {
-            // No entry, no numbering, and no record of one: nothing says this store ever had the
-            // queue (another store's directory, cut to nothing). Its messages, if any, are
-            // dispatched again. (An empty queue further on carries its numbering: kept.)
+        let unrecorded = checks.floors.get(&topic, queue_id).is_none();
+        let empty = queue.min_offset() == queue.max_offset();
+        // A queue a checkpoint naming every queue does not name was made after it: its entries
+        // are for messages dispatched after it, at or past its offset.
+        let before_its_time = unrecorded
+            && summarised
+            && !empty
+            && queue.get(queue.min_offset()).ok().flatten().is_some_and(|entry| entry.log_offset < from);
+        if before_its_time {
+            tracing::warn!(
+                topic,
+                queue_id,
+                "consume queue the store checkpoint does not know, with entries before it: removed"
+            );
+            queues.remove_damaged(&topic, queue_id)?;
+            checks.refill(&topic, queue_id, 0);
+            continue;
+        }
+        if empty && unrecorded && (queue.max_offset() == 0 || summarised) {
+            // No entry, and no record of it in a checkpoint that records every queue: nothing says
+            // this store ever had the queue (another store's directory, cut to nothing). Its
+            // messages, if any, are dispatched again. (Without such a checkpoint an empty queue
+            // further on carries its numbering: kept, so no offset is handed out twice.)
             tracing::warn!(topic, queue_id, "empty consume queue the store checkpoint does not know: removed");
             queues.remove_damaged(&topic, queue_id)?;
             continue;
@@ -259,6 +279,15 @@ fn summary_fault(
     let log_offset_at = |q: u64| -> Result<Option<u64>> {
         Ok(if (min..max).contains(&q) { queue.get(q)?.map(|entry| entry.log_offset) } else { None })
     };
+    // Below the first entry recorded (a reopen starts a queue at its first file's first entry)
+    // every entry points below the log's start: retention moved the record's first offset past
+    // them, and the start only rises.
+    if let Some(below) = summary.min_queue_offset.checked_sub(1)
+        && let Some(held) = log_offset_at(below)?
+        && held >= log_start
+    {
+        return Ok(Some("an entry below the first recorded points at a message the log holds"));
+    }
     let recorded = [(summary.min_queue_offset, summary.first_log_offset)];
     let last = summary.next_queue_offset.checked_sub(1).map(|q| (q, summary.last_log_offset));
     for (q, expected) in recorded.into_iter().chain(last) {

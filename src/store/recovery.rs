@@ -8,6 +8,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::format::{STORE_COMMIT_LOG_DIR, STORE_CONSUME_QUEUE_DIR, STORE_INDEX_DIR};
@@ -86,7 +87,13 @@ fn load_derived(root: &Path, config: &StoreConfig, log: &Log, unclean: bool) -> 
     let queues_existed = queue_dir.is_dir();
     let (queues, discarded) =
         Queues::open(&queue_dir, config.queue_entries_per_file, config.log.read_path, config.log.map_budget.clone())?;
-    let checks = queue_checks::check(&queues, log, from, &checkpointed.queues, config.queue_entries_per_file)?;
+    let checks = queue_checks::check(
+        &queues,
+        log,
+        from,
+        (&checkpointed.queues, checkpointed.summarised),
+        config.queue_entries_per_file,
+    )?;
     if let Some(refill_from) = checks.refill_from {
         from = from.min(refill_from.max(log_start));
     }
@@ -201,10 +208,24 @@ fn open_index(
 }
 
 impl StoreState {
+    /// Dispatches to the log's end, writing the store checkpoint every `flush_interval_ms` on the
+    /// way, as the running store does: a long rebuild killed half-way resumes where it got to
+    /// instead of starting over (an unclean open deletes the index files past the checkpoint).
+    fn catch_up_checkpointed(&self) -> Result<()> {
+        let every = Duration::from_millis(self.config.flush_interval_ms);
+        loop {
+            let deadline = Instant::now().checked_add(every);
+            if self.dispatch_until(&mut self.dispatch.lock(), deadline)? {
+                return Ok(());
+            }
+            self.checkpoint_unless_full("while the open dispatches")?;
+        }
+    }
+
     /// Dispatches to the log's end, deletes retention's leftovers, clamps consumer offsets past the
     /// end of a queue in `rebuilt`, and (after a recovery or a rebuild) writes a checkpoint.
     fn finish_open(&self, recovered: bool, rebuilt: &[(String, u32)]) -> Result<()> {
-        self.catch_up()?;
+        self.catch_up_checkpointed()?;
         for floor in self.puts.floors().values() {
             let held = self.queues.get(&floor.topic, floor.queue_id).map_or(0, |queue| queue.max_offset());
             if held < floor.next_queue_offset {

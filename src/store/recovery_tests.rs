@@ -6,7 +6,14 @@ use crate::store::checkpoint::{self, QueueSummary};
 use crate::store::{Message, MessageStore, StoreConfig};
 
 fn small() -> StoreConfig {
-    StoreConfig { index_slots: 16, index_entries: 100, queue_entries_per_file: 64, ..StoreConfig::default() }
+    // A checkpoint at every turn of the open's dispatch, as a long rebuild makes them.
+    StoreConfig {
+        index_slots: 16,
+        index_entries: 100,
+        queue_entries_per_file: 64,
+        flush_interval_ms: 1,
+        ..StoreConfig::default()
+    }
 }
 
 /// A closed store of 1,000 messages in `t`/0, keyed `k{i}`.
@@ -64,7 +71,12 @@ fn a_crash_after_store_recover_set_the_derived_files_aside_rebuilds_them_all() {
 fn a_crash_in_the_middle_of_an_index_rebuild_keeps_what_it_rebuilt() {
     use std::os::unix::fs::MetadataExt;
     let dir = tempfile::tempdir().expect("tempdir");
-    thousand(dir.path());
+    // 4 MiB of messages: the open dispatches them in several reads, with a checkpoint between.
+    let store = MessageStore::open(dir.path(), small()).expect("open");
+    for i in 0..4000u32 {
+        store.put(&Message::new("t", 0, vec![b'x'; 1000]).with_keys([format!("k{i}")])).expect("put");
+    }
+    store.close().expect("close");
     let index_dir = dir.path().join("index");
     std::fs::remove_dir_all(&index_dir).expect("rm");
     // The next open rebuilds the index, and dies half-way (a child process, killed by a
@@ -77,6 +89,8 @@ fn a_crash_in_the_middle_of_an_index_rebuild_keeps_what_it_rebuilt() {
     assert!(!status.success(), "the child died in the rebuild");
     let first = index_dir.join("00000000000000000000.idx");
     let ino = std::fs::metadata(&first).expect("the rebuild's first file").ino();
+    // Held by a second name, so a new file cannot take its inode number.
+    std::fs::hard_link(&first, dir.path().join("keep-alive")).expect("link");
     let store = MessageStore::open(dir.path(), small()).expect("open again");
     let ino_after = std::fs::metadata(&first).expect("first file").ino();
     assert_eq!(store.query_by_key("t", "k3", 0, i64::MAX, 4).expect("query").len(), 1);
@@ -89,7 +103,7 @@ fn a_crash_in_the_middle_of_an_index_rebuild_keeps_what_it_rebuilt() {
 #[test]
 fn child_open() {
     let Some(dir) = std::env::var_os("STRATA_REBUILD_DIR") else { return };
-    fail::cfg("store_after_queue_entry", "500*off->return").expect("failpoint");
+    fail::cfg("store_after_queue_entry", "3000*off->return").expect("failpoint");
     let _ = MessageStore::open(std::path::Path::new(&dir), small());
     std::process::exit(3);
 }
