@@ -237,7 +237,7 @@ impl IndexFiles {
 }
 
 /// The begin offsets of the `.idx` files in `dir`, ascending.
-fn list_bases(dir: &Path) -> Result<Vec<u64>> {
+pub(super) fn list_bases(dir: &Path) -> Result<Vec<u64>> {
     let mut bases: Vec<u64> = storage::list_dir(dir)?
         .iter()
         .filter_map(|name| parse_file_name(name))

@@ -23,10 +23,9 @@ use std::path::{Path, PathBuf};
 use byteorder::{BigEndian, ByteOrder};
 
 use crate::error::{Error, Result};
-use crate::format::{
-    INDEX_FILE_ENTRY_LEN, INDEX_FILE_HEADER_LEN, INDEX_FILE_SLOT_LEN, INDEX_FILE_SUFFIX, file_name, parse_file_name,
-};
-use crate::storage::{self, MappedFile};
+use crate::format::{INDEX_FILE_ENTRY_LEN, INDEX_FILE_HEADER_LEN, INDEX_FILE_SLOT_LEN, INDEX_FILE_SUFFIX, file_name};
+use crate::storage::MappedFile;
+use crate::store::index::files::list_bases;
 use crate::store::index::layout::{IndexFileEntry, IndexHeader, entry_position, read_header, slot_of, slot_position};
 
 /// How many times a header that fails its check is read again (the owner may be writing it).
@@ -92,19 +91,10 @@ impl ReadOnlyIndex {
 
     /// The begin offsets of the `.idx` files, ascending (none without a directory).
     fn bases(&self) -> Result<Vec<u64>> {
-        let names = match storage::list_dir(&self.dir) {
-            Ok(names) => names,
-            Err(error) if gone(&error) => return Ok(Vec::new()),
-            Err(error) => return Err(error),
-        };
-        let mut bases: Vec<u64> = names
-            .iter()
-            .filter_map(|name| parse_file_name(name))
-            .filter(|(_, suffix)| *suffix == INDEX_FILE_SUFFIX)
-            .map(|(base, _)| base)
-            .collect();
-        bases.sort_unstable();
-        Ok(bases)
+        match list_bases(&self.dir) {
+            Err(error) if gone(&error) => Ok(Vec::new()),
+            listed => listed,
+        }
     }
 }
 
