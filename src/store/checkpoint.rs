@@ -209,7 +209,12 @@ pub(crate) fn read_usable(root: &Path) -> Result<Option<Checkpoint>> {
 /// Replaces the file atomically and durably. Call only once every queue and index entry for
 /// offsets below `checkpoint.dispatched_up_to`, and every entry the summaries count, is
 /// fdatasynced.
+/// A checkpoint read from a version-1 file (`summarised` false: it names no queue) is written
+/// as version 1 again, so it never claims to name every queue.
 pub(crate) fn write(root: &Path, checkpoint: &Checkpoint) -> Result<()> {
+    if !checkpoint.summarised {
+        return VERSION_1.write(root, checkpoint.dispatched_up_to);
+    }
     storage::write_atomically(root, STORE_CHECKPOINT_FILE, &checkpoint.encode())
 }
 

@@ -73,8 +73,12 @@ pub(crate) fn check(
         checks.floors.insert(&summary.topic, summary.queue_id, summary.clone());
         against_summary(queues, summary, (log.start_offset(), from), &mut checks)?;
     }
+    let mut named = QueueMap::default();
+    summaries.iter().for_each(|s| named.insert(&s.topic, s.queue_id, ()));
     for (topic, queue_id, queue) in queues.all() {
-        let unrecorded = checks.floors.get(&topic, queue_id).is_none();
+        // Not named by the checkpoint (a named queue whose record the log did not confirm, its
+        // tail lost, is the checkpoint's all the same).
+        let unrecorded = named.get(&topic, queue_id).is_none();
         let empty = queue.min_offset() == queue.max_offset();
         // A queue a checkpoint naming every queue does not name was made after it: its entries
         // are for messages dispatched after it, at or past its offset.

@@ -211,7 +211,13 @@ impl StoreState {
     /// Dispatches to the log's end, writing the store checkpoint every `flush_interval_ms` on the
     /// way, as the running store does: a long rebuild killed half-way resumes where it got to
     /// instead of starting over (an unclean open deletes the index files past the checkpoint).
-    fn catch_up_checkpointed(&self) -> Result<()> {
+    /// With `clamp_pending` (queues were cut or rebuilt, and their consumers' offsets are clamped
+    /// only after this), no checkpoint is written on the way: it would replace the records that
+    /// tell the next open those queues were cut, should this one die before the clamp.
+    fn catch_up_checkpointed(&self, clamp_pending: bool) -> Result<()> {
+        if clamp_pending {
+            return self.catch_up();
+        }
         let every = Duration::from_millis(self.config.flush_interval_ms);
         loop {
             let deadline = Instant::now().checked_add(every);
@@ -225,7 +231,7 @@ impl StoreState {
     /// Dispatches to the log's end, deletes retention's leftovers, clamps consumer offsets past the
     /// end of a queue in `rebuilt`, and (after a recovery or a rebuild) writes a checkpoint.
     fn finish_open(&self, recovered: bool, rebuilt: &[(String, u32)]) -> Result<()> {
-        self.catch_up_checkpointed()?;
+        self.catch_up_checkpointed(!rebuilt.is_empty())?;
         for floor in self.puts.floors().values() {
             let held = self.queues.get(&floor.topic, floor.queue_id).map_or(0, |queue| queue.max_offset());
             if held < floor.next_queue_offset {
