@@ -6,7 +6,7 @@
 //! deleted, cut (to a few bytes or to a partial entry), garbage over part of it, or replaced by
 //! another store's copy of the same path.
 //!
-//! Garbage inside a `.cq` or `.idx`, or another store's copy of a `.cq`, may be where no check at
+//! Garbage inside a `.cq` or `.idx`, or another store's copy of one such file, may be where no check at
 //! open looks (entries in the middle of a queue): after such a damage the test does what a user
 //! does, `verify` and, if it reports damage, `store recover`, before the reopen.
 //!
@@ -227,7 +227,9 @@ impl Case {
         }
         let damaged = self.rng.random_range(0..100) < self.damage_percent;
         let mut damage = if damaged { self.damage() } else { "no damage".to_owned() };
-        let in_a_file = damage.contains("garbage at") || damage.ends_with(".cq replaced by another store's");
+        let in_a_file = damage.contains("garbage at")
+            || damage.ends_with(".cq replaced by another store's")
+            || damage.ends_with(".idx replaced by another store's");
         if in_a_file && !damage.contains("store.checkpoint") {
             // Garbage inside a file, or another store's copy of a file in the middle of a queue
             // whose first and last entries happen to match this store's, may be where no check at
