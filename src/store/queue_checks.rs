@@ -35,6 +35,11 @@ pub(crate) struct QueueChecks {
     /// The queues cut or rebuilt: a consumer offset past such a queue's end (or floor) is lowered
     /// to it once dispatch refilled it. A queue merely missing is rebuilt, not clamped.
     pub(crate) rebuilt: Vec<(String, u32)>,
+    /// Whether the checkpoint's record of the queues is not this store's as it is (a record the
+    /// log does not confirm, or a queue with entries it does not name): the open writes a new
+    /// checkpoint, so the next open does not find a missing file against a record that cannot
+    /// tell it.
+    pub(crate) stale_record: bool,
 }
 
 impl QueueChecks {
@@ -62,6 +67,10 @@ pub(crate) fn check(
         // it (a log that lost its tail had the queue cut below it): two records of the same
         // thing, so the log is not read. Otherwise the log decides.
         let agrees = queue_holds_last(queues, summary, log.next_offset())?;
+        // A checkpoint written by this store's last close or flush agrees with every queue that
+        // has entries; one that does not is stale (or another store's, its records all below the
+        // log's start), even where the log cannot tell it wrong.
+        checks.stale_record |= !agrees && !floor_only(queues, summary);
         if !agrees && !confirmed_by_log(&mut reader, log, summary)? {
             if summary.last_log_offset.is_some_and(|last| last >= log.next_offset()) {
                 // The log lost the queue's last messages: the queue was cut (its tail check cut
@@ -80,6 +89,7 @@ pub(crate) fn check(
         // tail lost, is the checkpoint's all the same).
         let unrecorded = named.get(&topic, queue_id).is_none();
         let empty = queue.min_offset() == queue.max_offset();
+        checks.stale_record |= unrecorded && summarised && !empty;
         // A queue a checkpoint naming every queue does not name was made after it: its entries
         // are for messages dispatched after it, at or past its offset.
         let before_its_time = unrecorded
@@ -190,6 +200,14 @@ fn confirmed_by_log(reader: &mut MessageReader<'_>, log: &Log, summary: &QueueSu
         );
     }
     Ok(fault.is_none())
+}
+
+/// Whether the queue is empty at the numbering `summary` records (all that is left of it is its
+/// numbering: `start_empty_at`).
+fn floor_only(queues: &Queues, summary: &QueueSummary) -> bool {
+    queues.get(&summary.topic, summary.queue_id).is_some_and(|queue| {
+        queue.min_offset() == queue.max_offset() && queue.max_offset() == summary.next_queue_offset
+    })
 }
 
 /// Whether the queue holds the last entry `summary` records, at the log offset it records, below

@@ -137,7 +137,9 @@ fn load_derived(root: &Path, config: &StoreConfig, log: &Log, unclean: bool) -> 
         // start over (the queues' records stay: they hold the numbering).
         checkpoint::write(root, &Checkpoint { dispatched_up_to: from, index_files: Vec::new(), ..checkpointed })?;
     }
-    let rebuilt = rebuilt || checks.refill_from.is_some() || checkpoint_lost;
+    // A lost or stale checkpoint is replaced at the end of the open, not at the first flush: until
+    // then it is the next open's only record of the queues' numbering.
+    let rebuilt = rebuilt || checks.refill_from.is_some() || checkpoint_lost || checks.stale_record;
     Ok(Derived { queues, index, from, rebuilt, checks })
 }
 
