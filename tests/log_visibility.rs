@@ -95,6 +95,23 @@ fn every_interval_makes_records_durable_without_a_flush() {
     }
 }
 
+/// `append_nowait` (the message store's put) does not wake the syncer at every append under
+/// `EveryInterval`, only once the policy's record count is reached: that count still makes the
+/// records durable without anyone waiting.
+#[test]
+fn every_interval_syncs_nowait_appends_by_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), FlushPolicy::EveryInterval { ms: 3_600_000, messages: 5 });
+    for i in 0..5u8 {
+        log.append_nowait(&[Record::new(&[i])]).unwrap();
+    }
+    let started = Instant::now();
+    while log.durable_offset() < 5 {
+        assert!(started.elapsed() < Duration::from_secs(10), "never synced by count");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 #[test]
 fn wait_for_wakes_a_tailing_consumer_and_times_out() {
     let dir = tempfile::tempdir().unwrap();

@@ -285,16 +285,30 @@ impl Log {
         Ok(self.after_store_nowait(stored))
     }
 
-    /// Hands a stored batch to the syncer without waiting: a roll to seal, and (unless the policy
-    /// is `Never`) data to sync.
+    /// Hands a stored batch to the syncer without waiting: a roll to seal, and data to sync when
+    /// the policy calls for it — under `Always` now (no appender waits to lead the round), under
+    /// `EveryInterval` once `messages` records wait (the syncer's timer covers the rest: waking it
+    /// at every append would cost a context switch each).
     fn after_store_nowait(&self, stored: append::Stored) -> AppendInfo {
         if stored.rolled {
             self.shared.durability.request_seal();
         }
-        if self.shared.config.flush_policy != FlushPolicy::Never {
+        self.request_sync_if_due();
+        stored.info
+    }
+
+    /// Asks the syncer for a round if the flush policy calls for one after an append.
+    fn request_sync_if_due(&self) {
+        let due = match self.shared.config.flush_policy {
+            FlushPolicy::Always => true,
+            FlushPolicy::EveryInterval { messages, .. } => {
+                self.shared.offsets.next().saturating_sub(self.shared.offsets.durable()) >= messages
+            }
+            FlushPolicy::Never => false,
+        };
+        if due {
             self.shared.durability.request_sync();
         }
-        stored.info
     }
 
     /// Waits without a deadline until the batch `info` describes is durable (the producer's sender).
@@ -310,11 +324,7 @@ impl Log {
             FlushPolicy::Always => {
                 self.shared.wait_durable(stored.info.last_offset, None, stored.info.truncation_epoch)?
             }
-            FlushPolicy::EveryInterval { messages, .. } => {
-                if self.shared.offsets.next() - self.shared.offsets.durable() >= messages {
-                    self.shared.durability.request_sync();
-                }
-            }
+            FlushPolicy::EveryInterval { .. } => self.request_sync_if_due(),
             FlushPolicy::Never => {}
         }
         Ok(stored.info)

@@ -66,7 +66,13 @@ fn next_work(shared: &LogState) -> Option<Work> {
         }
         match shared.config.flush_policy {
             FlushPolicy::EveryInterval { ms, .. } => {
-                let until = state.last_sync + Duration::from_millis(ms);
+                // Records waiting: due an interval after the last round (later than now, or this
+                // round would be due). None: look again an interval from now, when any appended
+                // meanwhile are due — the last round's deadline is past, and waiting for it would
+                // spin a core while the log is idle.
+                let interval = Duration::from_millis(ms);
+                let waiting = shared.offsets.next() > shared.offsets.durable();
+                let until = if waiting { state.last_sync + interval } else { now + interval };
                 shared.durability.syncer_wake.wait_until(&mut state, until);
             }
             _ => shared.durability.syncer_wake.wait(&mut state),

@@ -1,0 +1,122 @@
+//! The message store's workload against its peer (RocketMQ's store), strata alone: the numbers to
+//! compare before and after a change to the store, and the program to profile
+//! (`perf record -g target/release/examples/store_workload`). The peer harness in
+//! `peers/rocketmq/` runs the same workload for both stores.
+//!
+//! ```text
+//! cargo run --release --example store_workload -- [PHASE] [MESSAGES]
+//! ```
+//! `PHASE` is `all` (default), `put`, `consume` or `query` (the last two fill the store first,
+//! untimed); `MESSAGES` defaults to 200,000.
+//!
+//! Workload: `MESSAGES` messages of 100-byte bodies, one topic, round-robin over 4 queues, one key
+//! (`key-<i>`) and one tag each, one producer putting each message and waiting for the answer
+//! (the commit log fsyncs every 500 ms: `FlushPolicy::EveryInterval`). Consume: every message back
+//! through the queues, `get_messages(.., 32, None)` following `next_queue_offset`, queue by queue.
+//! Query: 1,000 keys (a fixed pseudo-random sequence) by `query_by_key`.
+
+use std::error::Error;
+use std::time::{Duration, Instant};
+
+use strata_log::{FlushPolicy, LogConfig, Message, MessageStore, StoreConfig};
+
+const TOPIC: &str = "bench";
+const QUEUES: u32 = 4;
+const BODY_BYTES: usize = 100;
+const QUERIES: u64 = 1_000;
+
+fn config() -> StoreConfig {
+    let flush_policy = FlushPolicy::EveryInterval { ms: 500, messages: u64::MAX };
+    StoreConfig { log: LogConfig { flush_policy, ..StoreConfig::default().log }, ..StoreConfig::default() }
+}
+
+fn message(i: u64) -> Message {
+    Message::new(TOPIC, (i % u64::from(QUEUES)) as u32, vec![b'x'; BODY_BYTES])
+        .with_tag("tag")
+        .with_keys([format!("key-{i}")])
+}
+
+fn put(store: &MessageStore, messages: u64) -> Result<Duration, Box<dyn Error>> {
+    let started = Instant::now();
+    for i in 0..messages {
+        store.put(&message(i))?;
+    }
+    Ok(started.elapsed())
+}
+
+fn consume(store: &MessageStore, messages: u64) -> Result<Duration, Box<dyn Error>> {
+    let started = Instant::now();
+    let mut got = 0u64;
+    for queue in 0..QUEUES {
+        let mut next = 0;
+        loop {
+            let result = store.get_messages(TOPIC, queue, next, 32, None)?;
+            if result.messages.is_empty() {
+                break;
+            }
+            for message in &result.messages {
+                if message.body().len() != BODY_BYTES {
+                    return Err(
+                        format!("message {} has a {}-byte body", message.log_offset(), message.body().len()).into()
+                    );
+                }
+            }
+            got += result.messages.len() as u64;
+            next = result.next_queue_offset;
+        }
+    }
+    let elapsed = started.elapsed();
+    if got != messages {
+        return Err(format!("consumed {got} messages of {messages}").into());
+    }
+    Ok(elapsed)
+}
+
+fn query(store: &MessageStore, messages: u64) -> Result<(Duration, Duration), Box<dyn Error>> {
+    let mut x = 0x2545_f491_4f6c_dd1d_u64;
+    let mut latencies = Vec::with_capacity(QUERIES as usize);
+    let started = Instant::now();
+    for _ in 0..QUERIES {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let i = x % messages;
+        let one = Instant::now();
+        let found = store.query_by_key(TOPIC, &format!("key-{i}"), 0, i64::MAX, 32)?;
+        latencies.push(one.elapsed());
+        if found.len() != 1 || found[0].log_offset() != i {
+            return Err(format!("key-{i}: found {} messages", found.len()).into());
+        }
+    }
+    let elapsed = started.elapsed();
+    latencies.sort();
+    Ok((elapsed, latencies[latencies.len() * 99 / 100]))
+}
+
+fn rate(count: u64, elapsed: Duration) -> String {
+    format!("{:.0}k/s", count as f64 / elapsed.as_secs_f64() / 1e3)
+}
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let mut args = std::env::args().skip(1);
+    let phase = args.next().unwrap_or_else(|| "all".to_owned());
+    let messages: u64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(200_000);
+    let dir = tempfile::tempdir()?;
+    let store = MessageStore::open(dir.path(), config())?;
+    let took = put(&store, messages)?;
+    if matches!(phase.as_str(), "all" | "put") {
+        println!("put, async:  {messages} messages in {took:.2?}: {}", rate(messages, took));
+    }
+    if matches!(phase.as_str(), "all" | "consume") {
+        let took = consume(&store, messages)?;
+        println!("consume:     {messages} messages in {took:.2?}: {}", rate(messages, took));
+    }
+    if matches!(phase.as_str(), "all" | "query") {
+        let (took, p99) = query(&store, messages)?;
+        println!("key query:   {QUERIES} queries in {took:.2?}: {}, p99 {p99:.1?}", rate(QUERIES, took));
+    }
+    let log_bytes = store.metrics().log.bytes_appended;
+    println!("commit log:  {:.0} bytes per message", log_bytes as f64 / messages as f64);
+    store.close()?;
+    Ok(())
+}
