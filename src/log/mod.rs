@@ -45,6 +45,7 @@ mod checkpoint_writer;
 mod cleaner;
 mod cursor;
 mod durability;
+mod gather;
 mod group_commit;
 mod in_place;
 pub(crate) mod index;
@@ -55,6 +56,7 @@ mod metrics;
 mod offset_index;
 mod offsets;
 pub(crate) mod open;
+mod positions;
 mod prealloc;
 mod reader;
 mod retention;
@@ -399,6 +401,13 @@ impl Log {
         if shared.offsets.durable() <= info.last_offset {
             shared.durability.request_sync();
         }
+    }
+
+    /// The records at `offsets` (best ascending), each read straight from the batch that holds it,
+    /// `None` for each the log does not hold (docs/DESIGN.md §8, "gathered reads"). Not on a
+    /// read-only log. `bytes_hint`: about the bytes of their batches.
+    pub(crate) fn gather(&self, offsets: &[u64], bytes_hint: usize) -> Result<Vec<Option<RecordView>>> {
+        self.shared.gather(offsets, bytes_hint)
     }
 
     /// Waits, without polling, until `offset` is visible to readers (for a consumer tailing the

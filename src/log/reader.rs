@@ -68,8 +68,12 @@ impl RecordView {
 
     /// The headers, in order.
     pub fn headers(&self) -> impl Iterator<Item = Header<'_>> {
-        let bytes = self.headers.get(&self.chunk).unwrap_or_default();
-        batch::decode_headers(bytes, self.header_count)
+        batch::decode_headers(self.header_bytes(), self.header_count)
+    }
+
+    /// The encoded headers (what [`RecordView::headers`] decodes): a header's value borrows them.
+    pub(crate) fn header_bytes(&self) -> &[u8] {
+        self.headers.get(&self.chunk).unwrap_or_default()
     }
 
     /// Bytes the record takes in its batch, its length prefix included: what a consume-queue
@@ -77,6 +81,28 @@ impl RecordView {
     /// its records' encoded lengths.
     pub fn encoded_len(&self) -> usize {
         self.encoded_len as usize
+    }
+}
+
+impl RecordView {
+    /// The record `raw` at `offset` of the batch at `batch_start` in `chunk`.
+    pub(crate) fn in_chunk(
+        chunk: &Arc<Vec<u8>>,
+        offset: u64,
+        raw: &RawRecord,
+        batch_start: usize,
+        encoded_len: u32,
+    ) -> RecordView {
+        RecordView {
+            chunk: Arc::clone(chunk),
+            offset,
+            timestamp_ms: raw.timestamp_ms,
+            key: raw.key.shifted(batch_start),
+            value: raw.value.shifted(batch_start),
+            headers: raw.headers.shifted(batch_start),
+            header_count: raw.header_count,
+            encoded_len,
+        }
     }
 }
 

@@ -6,7 +6,7 @@ use std::ops::{ControlFlow, Range};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::config::LogConfig;
 use crate::error::{Corruption, Error, Result};
@@ -16,6 +16,7 @@ use crate::log::batch::{self, BatchHeader, RecordIter};
 use crate::log::index::{IndexEntry, SparseIndex, check_entries};
 use crate::log::index_plan::{IndexPlanner, PlannedIndexes, write_index_files};
 use crate::log::offset_index::{OffsetEntry, OffsetIndex};
+use crate::log::positions::Positions;
 use crate::log::time_index::{TimeEntry, TimeIndex};
 use crate::log::walk::{BatchPos, Stop, WalkEnd, scan, walk_file, walk_file_in};
 use crate::storage::{self, FileId, MappedFile, SEGMENT_ADVICE};
@@ -78,6 +79,9 @@ pub(crate) struct LogSegment {
     /// Set on a read-only segment whose indexes failed their check: lookups scan from position 0.
     indexes_unusable: AtomicBool,
     index_interval_bytes: u64,
+    /// Where each batch appended in this process starts (`positions.rs`): `Some` from creation
+    /// while the segment is one of the log's newest, `None` once the log drops it.
+    positions: RwLock<Option<Positions>>,
 }
 
 impl LogSegment {
@@ -232,6 +236,7 @@ impl LogSegment {
         writer: Option<SegmentWriter>,
         config: &LogConfig,
     ) -> LogSegment {
+        let (writable, log_bytes) = (writer.is_some(), log.capacity());
         LogSegment {
             base_offset,
             log,
@@ -249,6 +254,7 @@ impl LogSegment {
             read_only: false,
             indexes_unusable: AtomicBool::new(false),
             index_interval_bytes: config.index_interval_bytes,
+            positions: RwLock::new(writable.then(|| Positions::new(config.segment_bytes.max(log_bytes)))),
         }
     }
 
@@ -362,6 +368,11 @@ impl LogSegment {
             self.time_index.append(entry)?;
         }
         writer.first_batch_timestamp.get_or_insert(header.max_timestamp);
+        // Noted once nothing can fail: a batch whose append failed is never named.
+        if let Some(positions) = &*self.positions.read() {
+            let relative = |offset: u64| offset - self.base_offset;
+            positions.note(relative(header.base_offset), relative(header.last_offset()), position);
+        }
         self.next_offset.store(header.next_offset(), Ordering::Release);
         Ok(())
     }
@@ -591,6 +602,9 @@ impl LogSegment {
     /// The batch holding `offset`, or the first batch after it (compaction leaves gaps), or where
     /// the data ends if no batch does.
     pub(crate) fn locate(&self, offset: u64) -> Result<Located> {
+        if let Some(at) = self.noted_batch(offset) {
+            return Ok(Located::At(at));
+        }
         let start = self.index_start(offset)?;
         let end = self.walk(start, |at, header, _| {
             if header.last_offset() >= offset { ControlFlow::Break(at) } else { ControlFlow::Continue(()) }
@@ -600,6 +614,21 @@ impl LogSegment {
             Some((_, Some(at))) => Located::At(at),
             Some((end, None)) => Located::End(end),
         })
+    }
+
+    /// The batch holding `offset` where the position table says it starts, if it says so and the
+    /// header there agrees (base ≤ offset ≤ last); otherwise the caller searches the index.
+    fn noted_batch(&self, offset: u64) -> Option<BatchPos> {
+        let position = self.positions.read().as_ref()?.get(offset.checked_sub(self.base_offset)?)?;
+        let header = self.header_at(position, self.size()).ok()?;
+        let holds = header.base_offset <= offset && offset <= header.last_offset();
+        debug_assert!(holds, "a position noted at append names another batch");
+        holds.then_some(BatchPos { position, expected: header.base_offset })
+    }
+
+    /// Forgets where the batches start (the log keeps that for its newest segments only).
+    pub(crate) fn drop_positions(&self) {
+        self.positions.write().take();
     }
 
     /// The offset after the last batch before `at` (the segment's base offset if `at` is its first
@@ -683,6 +712,53 @@ impl LogSegment {
         };
         debug_assert_eq!(out.len() - copied_from, taken as usize, "every batch stepped over was copied");
         Ok(Some(CopyEnd { next: end.at, bytes: taken, end_of_data }))
+    }
+
+    /// Copies the batch holding `offset` into `out` where the position table says it starts, with
+    /// one read of `window` bytes if it fits (two otherwise), if the table knows it and the header
+    /// there agrees (base ≤ offset ≤ last). Returns where it is (`expected`: its own base), or
+    /// `None` (nothing copied): the caller locates it through the index.
+    pub(crate) fn copy_noted_batch(&self, offset: u64, window: u64, out: &mut Vec<u8>) -> Option<BatchPos> {
+        let position = self.positions.read().as_ref()?.get(offset.checked_sub(self.base_offset)?)?;
+        let available = self.size().checked_sub(position)?;
+        let first = available.min(window.max(BATCH_HEADER_LEN as u64)) as usize;
+        let copy = |bytes: &[u8], out: &mut Vec<u8>| -> std::result::Result<BatchHeader, u64> {
+            let Some(header) = BatchHeader::decode_from(bytes) else { return Err(0) };
+            let holds = header.base_offset <= offset && offset <= header.last_offset();
+            if header.check(available, None).is_err() || !holds {
+                debug_assert!(false, "a position noted at append names another batch");
+                return Err(0);
+            }
+            match bytes.get(..header.size() as usize) {
+                Some(batch) => {
+                    out.extend_from_slice(batch);
+                    Ok(header)
+                }
+                None => Err(header.size()),
+            }
+        };
+        let header = match self.log.read_with(position, first, |bytes| copy(bytes, out)).ok()?? {
+            Ok(header) => header,
+            Err(0) => return None,
+            Err(size) => self.log.read_with(position, size as usize, |bytes| copy(bytes, out)).ok()??.ok()?,
+        };
+        Some(BatchPos { position, expected: header.base_offset })
+    }
+
+    /// Copies the one batch at `start` into `out`, reading `window` bytes at first (a larger batch
+    /// is read again whole). Returns its size (0 at the end of the data), or `None` if the
+    /// segment was retired.
+    pub(crate) fn copy_batch(&self, start: BatchPos, window: u64, out: &mut Vec<u8>) -> Result<Option<u64>> {
+        let end = walk_file_in(&self.log, self.size(), start, window, |_, header, bytes| {
+            out.extend_from_slice(bytes);
+            ControlFlow::Break(header.size())
+        })?;
+        let Some(end) = end else { return Ok(None) };
+        match end.stop {
+            Stop::Break(size) => Ok(Some(size)),
+            Stop::End => Ok(Some(0)),
+            Stop::Invalid(reason) => Err(self.corrupt(end.at.position, reason)),
+        }
     }
 
     /// Walks the published batches from `start` as [`walk_file_in`] does, `window` bytes under the

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crossbeam_skiplist::SkipMap;
 use parking_lot::{Mutex, MutexGuard};
 
+use crate::log::positions::POSITION_TABLES;
 use crate::log::segment::LogSegment;
 
 /// The segments of a log, ascending by base offset; the last is the active one.
@@ -90,6 +91,10 @@ impl Segments {
         );
         self.map.insert(active.base_offset(), active);
         self.rolled.lock().push(old);
+        // The newest segments keep their position tables; the one just past them lets its go.
+        if let Some(older) = self.map.iter().rev().nth(POSITION_TABLES) {
+            older.value().drop_positions();
+        }
     }
 
     /// Takes `doomed` out of the map (as one edit) and off the list waiting to be sealed.

@@ -5,10 +5,10 @@
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::format::BATCH_HEADER_LEN;
 use crate::store::hash::tag_hash;
 use crate::store::long_poll::Woken;
 use crate::store::message::StoredMessage;
-use crate::store::message_reader::MessageReader;
 use crate::store::message_store::MessageStore;
 use crate::store::metrics::Counters;
 use crate::store::read_only::Got;
@@ -185,24 +185,38 @@ impl StoreState {
         };
         let wanted_hash = tag.map(|tag| tag_hash(Some(tag)));
         let last = end.min(queue_offset.saturating_add(self.config.max_entries_examined));
-        let mut reader = MessageReader::new(&self.log);
         let mut messages = Vec::with_capacity(max.min(64));
         let mut next = queue_offset;
-        'examine: while next < last && messages.len() < max {
+        let mut candidates = Vec::new();
+        while next < last && messages.len() < max {
             // Unfiltered, the entries still wanted are enough (more only if records are gone).
-            let wanted = if tag.is_none() { (max - messages.len()) as u64 } else { ENTRIES_AT_ONCE };
+            let needed = max - messages.len();
+            let wanted = if tag.is_none() { needed as u64 } else { ENTRIES_AT_ONCE };
             let entries = queue.entries(next, (last - next).min(wanted.clamp(1, ENTRIES_AT_ONCE)) as usize)?;
             if entries.is_empty() {
                 break; // retention moved the queue's start past `next` meanwhile
             }
-            for (i, &(at, entry)) in entries.iter().enumerate() {
+            // The entries whose tag hash matches, as many as are still wanted: examined up to the
+            // last of them (or every entry read, if fewer match).
+            candidates.clear();
+            for &(at, entry) in &entries {
                 next = at + 1;
                 if wanted_hash.is_some_and(|hash| hash != entry.tag_hash) {
                     continue;
                 }
-                // If it has to read: about the bytes of the next messages wanted, batch headers included.
-                let ahead = || entries[i..].iter().take(max - messages.len()).map(|(_, e)| e.size as usize + 64).sum();
-                let Some(record) = reader.read(entry.log_offset, ahead)? else { continue };
+                candidates.push((at, entry));
+                if candidates.len() == needed {
+                    break;
+                }
+            }
+            // Their messages, each read straight from its batch (other queues' messages between
+            // them are not read).
+            let offsets: Vec<u64> = candidates.iter().map(|(_, entry)| entry.log_offset).collect();
+            // A batch of one message: its record and the batch header.
+            let bytes: usize = candidates.iter().map(|(_, entry)| entry.size as usize + BATCH_HEADER_LEN).sum();
+            let records = self.log.gather(&offsets, bytes)?;
+            for (&(at, entry), record) in candidates.iter().zip(records) {
+                let Some(record) = record else { continue }; // removed by retention
                 let message = match StoredMessage::decode(record) {
                     Ok(message) if message.is_at(topic, queue_id, at) => message,
                     _ => {
@@ -220,9 +234,6 @@ impl StoreState {
                     continue; // a hash collision
                 }
                 messages.push(message);
-                if messages.len() == max {
-                    break 'examine;
-                }
             }
         }
         let status = if messages.is_empty() { GetStatus::NoMatchedMessage } else { GetStatus::Found };

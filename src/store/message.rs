@@ -2,6 +2,9 @@
 //! records"): value = body, key = the first key, headers = topic, queue, queue offset, tag, keys,
 //! born timestamp and user properties.
 
+use std::ops::Range;
+use std::sync::OnceLock;
+
 use crate::error::{Error, Result};
 use crate::format::{
     MAX_TOPIC_LEN, MESSAGE_BORN_HEADER, MESSAGE_HEADER_PREFIX, MESSAGE_KEY_HEADER, MESSAGE_QUEUE_HEADER,
@@ -201,16 +204,19 @@ pub fn validate_topic(topic: &str) -> Result<()> {
     Ok(())
 }
 
-/// A message as stored: the record it is, with its store fields decoded.
+/// A message as stored: the record it is, with its store fields decoded. The text fields stay in
+/// the record's bytes (the topic and tag are found there, not copied); the keys are made `String`s
+/// at the first call of [`StoredMessage::keys`].
 #[derive(Debug, Clone)]
 pub struct StoredMessage {
     record: RecordView,
-    topic: String,
+    /// Where the topic and the tag are in the record's header bytes.
+    topic: Range<usize>,
+    tag: Option<Range<usize>>,
     queue_id: u32,
     queue_offset: u64,
-    tag: Option<String>,
-    keys: Vec<String>,
     born_timestamp_ms: Option<i64>,
+    keys: OnceLock<Vec<String>>,
 }
 
 impl StoredMessage {
@@ -219,10 +225,19 @@ impl StoredMessage {
         let log_offset = record.offset();
         let not = |reason| Error::NotAMessage { log_offset, reason };
         let (mut topic, mut queue_id, mut queue_offset) = (None, None, None);
-        let (mut tag, mut keys, mut born) = (None, Vec::new(), None);
+        let (mut tag, mut born) = (None, None);
+        let bytes = record.header_bytes();
+        // Where a header's value lies in `bytes` (it borrows them).
+        let span = |value: &[u8]| {
+            let start = value.as_ptr() as usize - bytes.as_ptr() as usize;
+            start..start + value.len()
+        };
         for header in record.headers() {
             let value = header.value.unwrap_or_default();
-            let text = || std::str::from_utf8(value).map(str::to_owned).map_err(|_| not("a header is not UTF-8"));
+            let text = || match std::str::from_utf8(value) {
+                Ok(_) => Ok(span(value)),
+                Err(_) => Err(not("a header is not UTF-8")),
+            };
             match header.key {
                 MESSAGE_TOPIC_HEADER => topic = Some(text()?),
                 MESSAGE_QUEUE_HEADER => {
@@ -233,7 +248,9 @@ impl StoredMessage {
                     queue_offset = Some(u64::from_be_bytes(bytes));
                 }
                 MESSAGE_TAG_HEADER => tag = Some(text()?),
-                MESSAGE_KEY_HEADER => keys.push(text()?),
+                MESSAGE_KEY_HEADER => {
+                    text()?;
+                }
                 MESSAGE_BORN_HEADER => {
                     born = Some(i64::from_be_bytes(value.try_into().map_err(|_| not("malformed born timestamp"))?));
                 }
@@ -245,15 +262,21 @@ impl StoredMessage {
             queue_id: queue_id.ok_or_else(|| not("no queue header"))?,
             queue_offset: queue_offset.ok_or_else(|| not("no queue offset header"))?,
             tag,
-            keys,
             born_timestamp_ms: born,
+            keys: OnceLock::new(),
             record,
         })
     }
 
+    /// A text field found by [`StoredMessage::decode`] (checked UTF-8 there).
+    fn text(&self, span: &Range<usize>) -> &str {
+        let bytes = self.record.header_bytes().get(span.clone()).unwrap_or_default();
+        std::str::from_utf8(bytes).unwrap_or_default()
+    }
+
     /// The topic.
     pub fn topic(&self) -> &str {
-        &self.topic
+        self.text(&self.topic)
     }
 
     /// The queue id.
@@ -283,12 +306,15 @@ impl StoredMessage {
 
     /// The tag, if any.
     pub fn tag(&self) -> Option<&str> {
-        self.tag.as_deref()
+        self.tag.as_ref().map(|span| self.text(span))
     }
 
     /// The keys, in the order given.
     pub fn keys(&self) -> &[String] {
-        &self.keys
+        self.keys.get_or_init(|| {
+            let keys = self.record.headers().filter(|h| h.key == MESSAGE_KEY_HEADER);
+            keys.filter_map(|h| std::str::from_utf8(h.value.unwrap_or_default()).ok().map(str::to_owned)).collect()
+        })
     }
 
     /// The producer's timestamp, if it gave one.
@@ -313,7 +339,7 @@ impl StoredMessage {
     /// names (its headers say so): what every get checks before it returns the message an entry
     /// points at.
     pub(crate) fn is_at(&self, topic: &str, queue_id: u32, queue_offset: u64) -> bool {
-        self.topic == topic && self.queue_id == queue_id && self.queue_offset == queue_offset
+        self.queue_id == queue_id && self.queue_offset == queue_offset && self.topic() == topic
     }
 }
 
