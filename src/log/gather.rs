@@ -126,3 +126,124 @@ impl LogState {
         Err(Error::Unsettled { attempts: LOCATE_ATTEMPTS })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{FlushPolicy, LogConfig};
+    use crate::error::Error;
+    use crate::log::{Log, Record};
+
+    fn config() -> LogConfig {
+        LogConfig {
+            segment_bytes: 4096,
+            index_bytes: 8 * 32,
+            index_interval_bytes: 200,
+            flush_policy: FlushPolicy::Never,
+            ..LogConfig::default()
+        }
+    }
+
+    fn value(offset: u64, round: u8) -> Vec<u8> {
+        format!("record {offset} of round {round} {}", "x".repeat((offset % 7) as usize)).into_bytes()
+    }
+
+    /// Appends `count` records, alone or in batches of three, with values of `round`.
+    fn fill(log: &Log, count: u64, round: u8) {
+        let mut offset = log.next_offset();
+        while offset < count {
+            let values: Vec<Vec<u8>> = (offset..count.min(offset + 1 + offset % 3)).map(|o| value(o, round)).collect();
+            let records: Vec<Record<'_>> = values.iter().map(|v| Record::new(v)).collect();
+            log.append(&records).expect("append");
+            offset = log.next_offset();
+        }
+    }
+
+    fn gathered(log: &Log, offsets: &[u64]) -> Vec<Option<Vec<u8>>> {
+        let records = log.gather(offsets, 0).expect("gather");
+        assert_eq!(records.len(), offsets.len());
+        for (record, &offset) in records.iter().zip(offsets) {
+            if let Some(record) = record {
+                assert_eq!(record.offset(), offset);
+            }
+        }
+        records.into_iter().map(|r| r.map(|r| r.value().unwrap_or_default().to_vec())).collect()
+    }
+
+    #[test]
+    fn every_fourth_record_across_segments_old_and_new() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = Log::open(dir.path(), config()).expect("open");
+        fill(&log, 600, 0);
+        assert!(log.segment_count() > 5, "older segments have no position table");
+        for queue in 0..4 {
+            let offsets: Vec<u64> = (queue..600).step_by(4).collect();
+            let expected: Vec<Option<Vec<u8>>> = offsets.iter().map(|&o| Some(value(o, 0))).collect();
+            assert_eq!(gathered(&log, &offsets), expected, "queue {queue}");
+        }
+        // Out of order and repeated, and past the end.
+        assert_eq!(
+            gathered(&log, &[5, 2, 5, 599, 600, 10_000]),
+            [5, 2, 5, 599].map(|o| Some(value(o, 0))).into_iter().chain([None, None]).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn a_reopened_log_is_read_through_its_indexes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = Log::open(dir.path(), config()).expect("open");
+        fill(&log, 300, 0);
+        log.close().expect("close");
+        let log = Log::open(dir.path(), config()).expect("reopen");
+        fill(&log, 400, 0);
+        let offsets: Vec<u64> = (1..400).step_by(3).collect();
+        let expected: Vec<Option<Vec<u8>>> = offsets.iter().map(|&o| Some(value(o, 0))).collect();
+        assert_eq!(gathered(&log, &offsets), expected);
+    }
+
+    #[test]
+    fn after_a_truncation_the_new_records_and_none_past_the_end() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = Log::open(dir.path(), config()).expect("open");
+        fill(&log, 200, 0);
+        let before: Vec<u64> = (150..200).collect();
+        assert!(gathered(&log, &before).iter().all(Option::is_some));
+        log.truncate_to(150).expect("truncate");
+        assert!(gathered(&log, &before).iter().all(Option::is_none), "cut: not held");
+        fill(&log, 190, 1);
+        let expected: Vec<Option<Vec<u8>>> = before.iter().map(|&o| (o < 190).then(|| value(o, 1))).collect();
+        assert_eq!(gathered(&log, &before), expected, "the records appended after the cut");
+        assert_eq!(gathered(&log, &[149]), [Some(value(149, 0))]);
+    }
+
+    #[test]
+    fn below_the_start_is_none() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = Log::open(dir.path(), config()).expect("open");
+        fill(&log, 300, 0);
+        let start = log.delete_records_before(120).expect("delete");
+        assert!(start > 0);
+        let records = gathered(&log, &[0, start - 1, start, 299]);
+        assert_eq!(records, [None, None, Some(value(start, 0)), Some(value(299, 0))]);
+    }
+
+    #[test]
+    fn a_damaged_batch_is_corrupt_not_returned() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = Log::open(dir.path(), config()).expect("open");
+        fill(&log, 40, 0);
+        let target = log.gather(&[30], 0).expect("gather").pop().flatten().expect("held");
+        let needle = value(30, 0);
+        drop(target);
+        let path = dir.path().join(crate::format::file_name(0, crate::format::LOG_SUFFIX));
+        let mut bytes = std::fs::read(&path).expect("read");
+        let at = bytes.windows(needle.len()).position(|w| w == needle.as_slice()).expect("the value is in the file");
+        bytes[at] ^= 0x55;
+        std::fs::write(&path, &bytes).expect("write");
+        // Through the position table (the mapping sees the write) and through the index.
+        assert!(matches!(log.gather(&[30], 0), Err(Error::Corrupt { .. })));
+        log.close().expect("close");
+        let log =
+            Log::open(dir.path(), config()).expect("reopen (the damage is below the recovery point of a clean log)");
+        assert!(matches!(log.gather(&[30], 0), Err(Error::Corrupt { .. })));
+    }
+}
