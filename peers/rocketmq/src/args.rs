@@ -13,7 +13,11 @@ pub struct Args {
     pub work: Workload,
     /// Where each round's temporary stores go (both stores on this one filesystem).
     pub dir: PathBuf,
-    /// rocketmq-store's commit-log file size (`mapped_file_size_commit_log`).
+    /// rocketmq-store's commit-log file size (`mapped_file_size_commit_log`). 128 MiB unless
+    /// asked for, strata's segment size, though the store's default is 1 GiB: its shutdown
+    /// leaves the commit-log file mapped, so a removed store's file keeps its disk until the
+    /// process exits, and after six 1 GiB stores the store's own disk guard (90% used, reserved
+    /// blocks counted) refused every put on the machine this was written on (README.md).
     pub commit_log_file_bytes: usize,
     /// rocketmq-store's commit-log micro-batching (`commit_log_micro_batch_enabled`). Off unless
     /// asked for, though the store's default is on: its 50 µs batch window is a Tokio timer,
@@ -34,7 +38,8 @@ usage: strata-peer-rocketmq [--rounds N] [--messages N] [--sync-messages N] [--p
   --queries N                random keys queried (default 1000)
   --seed N                   seed of the keys queried (default 20240611)
   --dir PATH                 where the temporary stores go (default the system temp dir)
-  --commit-log-file-bytes N  rocketmq-store's commit-log file size (default 1073741824, its own)
+  --commit-log-file-bytes N  rocketmq-store's commit-log file size (default 134217728, strata's
+                             segment size; its own default is 1073741824: README.md)
   --peer-micro-batch on|off  rocketmq-store's commit-log micro-batching (default off; its own
                              default is on, which makes each lone put wait ~1 ms: README.md)";
 
@@ -45,7 +50,7 @@ impl Args {
             rounds: 3,
             work: Workload { messages: 200_000, sync_messages: 20_000, producers: 8, queries: 1_000, seed: 20_240_611 },
             dir: std::env::temp_dir(),
-            commit_log_file_bytes: 1 << 30,
+            commit_log_file_bytes: 128 << 20,
             peer_micro_batch: false,
         };
         let mut args = args.into_iter();

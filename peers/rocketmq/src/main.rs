@@ -35,7 +35,8 @@ fn main() -> ExitCode {
 
 fn run(args: &Args) -> Result<(), Box<dyn Error>> {
     let work = &args.work;
-    let peer = Peer::start(args.commit_log_file_bytes, args.peer_micro_batch)?;
+    let load_before = load_average();
+    let peer = Peer::new(args.commit_log_file_bytes, args.peer_micro_batch);
     let mut rounds = Vec::with_capacity(args.rounds);
     for round in 1..=args.rounds {
         let dir = tempfile::Builder::new().prefix("strata-peer-").tempdir_in(&args.dir)?;
@@ -45,7 +46,6 @@ fn run(args: &Args) -> Result<(), Box<dyn Error>> {
         let rocketmq = peer.run_round(&dir.path().join("rocketmq"), work)?;
         rounds.push((strata, rocketmq));
     }
-    peer.stop()?;
 
     println!("## strata vs rocketmq-store 1.0.0 (`LocalFileMessageStore`)\n");
     println!(
@@ -53,7 +53,7 @@ fn run(args: &Args) -> Result<(), Box<dyn Error>> {
          round-robin, {}-byte bodies, one key (`key-<i>`) and one tag a message; each producer \
          waits for every put. Query keys: {} drawn with seed {}. Async flush: strata \
          `EveryInterval {{ ms: 500, messages: u64::MAX }}` vs `ASYNC_FLUSH` (500 ms flush \
-         interval); sync flush: `Always` vs `SYNC_FLUSH`. rocketmq-store's commit-log file: {} bytes; \
+         interval); sync flush: `Always` vs `SYNC_FLUSH`. rocketmq-store's commit-log file: {} bytes (its default is 1 GiB; see README.md); \
          its commit-log micro-batching: {}.\n",
         args.rounds,
         args.dir.display(),
@@ -68,8 +68,20 @@ fn run(args: &Args) -> Result<(), Box<dyn Error>> {
             "off (its default is on: each lone put then waits ~1 ms for its 50 µs batch window, a Tokio timer)"
         },
     );
+    println!(
+        "Load average (1, 5, 15 min) before: {load_before}; after: {}. The figures are only as \
+         steady as the machine was.\n",
+        load_average()
+    );
     println!("{}", report::table(&rounds, work));
     println!("### Per round\n");
     println!("{}", report::per_round(&rounds, work));
     Ok(())
+}
+
+/// The machine's load averages (`/proc/loadavg`), to read the figures by.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(", "))
+        .unwrap_or_else(|_| "unknown".into())
 }

@@ -23,6 +23,12 @@ pub struct RoundResult {
     /// `strata_log::Log::append` of records of the store's size per message: records per
     /// second (strata only).
     pub log_append: Option<f64>,
+    /// strata only: the commit log's mean fdatasync during the one-producer sync put, µs (its
+    /// `LogMetrics::fsync_latency`): what a put waits for at least.
+    pub sync_fsync_mean_us: Option<f64>,
+    /// strata only: puts per sync round during the several-producer sync put (its
+    /// `LogMetrics::appends_per_sync`): how well concurrent puts share an fsync.
+    pub sync_many_puts_per_fsync: Option<f64>,
     /// How long the store took, after the async put returned, until every message was in its
     /// consume queue and the index (strata's put returns after that: 0).
     pub dispatch_wait: Duration,

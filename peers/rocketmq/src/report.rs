@@ -99,6 +99,10 @@ fn rows(rounds: &[Round], work: &Workload) -> Vec<Row> {
         r.peer_absent = Some("n/a (strata's own log)");
         rows.push(r);
     };
+    strata_only("sync put, 1 producer: mean fdatasync of strata's log, µs".into(), Unit::Plain, &|r| {
+        r.sync_fsync_mean_us
+    });
+    strata_only(format!("sync put, {p} producers: puts per fsync round"), Unit::Plain, &|r| r.sync_many_puts_per_fsync);
     strata_only(format!("Log::append, 1 thread, same bytes ({} recs), rec/s", work.messages), Unit::Rate, &|r| {
         r.log_append
     });

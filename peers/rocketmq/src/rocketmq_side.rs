@@ -41,9 +41,8 @@ const GROUP: &str = "bench-group";
 /// How long the store may take to dispatch what was put before the round fails.
 const DISPATCH_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The Tokio runtime (rocketmq-runtime's owner of it) the stores' services run on.
+/// How rocketmq-store is configured, beyond its defaults.
 pub struct Peer {
-    owner: RuntimeOwner,
     /// `MessageStoreConfig::mapped_file_size_commit_log` (default 1 GiB).
     commit_log_file_size: usize,
     /// `MessageStoreConfig::commit_log_micro_batch_enabled` (the store's default is on; the
@@ -51,18 +50,17 @@ pub struct Peer {
     micro_batch: bool,
 }
 
-impl Peer {
-    /// Starts the runtime (rocketmq-runtime's server defaults).
-    pub fn start(commit_log_file_size: usize, micro_batch: bool) -> Result<Peer> {
-        let plan = RuntimeOwner::plan(RuntimeConfig::server_default("rocketmq-peer"))
-            .map_err(|e| format!("rocketmq-runtime refused its default configuration: {e:?}"))?;
-        Ok(Peer { owner: plan.build()?, commit_log_file_size, micro_batch })
-    }
+/// One open store and the Tokio runtime (rocketmq-runtime's owner of it) its services run on:
+/// each store gets its own, as in a broker process, so no store's tasks outlive it into the next.
+struct Opened {
+    owner: RuntimeOwner,
+    ports: StorePorts,
+}
 
-    /// Stops the runtime.
-    pub fn stop(self) -> Result<()> {
-        self.owner.shutdown_runtime_blocking()?;
-        Ok(())
+impl Peer {
+    /// The commit log's file size and whether it micro-batches (the flags).
+    pub fn new(commit_log_file_size: usize, micro_batch: bool) -> Peer {
+        Peer { commit_log_file_size, micro_batch }
     }
 
     /// Runs every phase on fresh stores under `dir`.
@@ -73,25 +71,28 @@ impl Peer {
         let messages = build(0..work.messages);
         result.put_async = self.put(&store, messages)?;
         result.dispatch_wait = self.wait_dispatched(&store, work.messages)?;
-        result.bytes_per_message = local(&store).get_max_phy_offset() as f64 / work.messages as f64;
+        result.bytes_per_message = local(&store.ports).get_max_phy_offset() as f64 / work.messages as f64;
         result.consume = self.consume(&store, work.messages)?;
         (result.query_rate, result.query_p99_us) = self.query(&store, work)?;
-        self.close(store);
+        self.close(store, &dir.join("async"))?;
 
         let store = self.open(&dir.join("sync-1"), FlushDiskType::SyncFlush)?;
         result.put_sync = self.put(&store, build(0..work.sync_messages))?;
-        self.close(store);
+        self.close(store, &dir.join("sync-1"))?;
 
         let store = self.open(&dir.join("sync-many"), FlushDiskType::SyncFlush)?;
         result.put_sync_many = Some(self.put_many(&store, work)?);
-        self.close(store);
+        self.close(store, &dir.join("sync-many"))?;
         Ok(result)
     }
 
     /// Opens a store in `root` with the defaults but for the flush mode, the commit log's file
     /// size and micro-batching (the flags), and the HA listener (loopback, any free port: no
     /// replica connects).
-    fn open(&self, root: &Path, flush_disk_type: FlushDiskType) -> Result<StorePorts> {
+    fn open(&self, root: &Path, flush_disk_type: FlushDiskType) -> Result<Opened> {
+        let owner = RuntimeOwner::plan(RuntimeConfig::server_default("rocketmq-peer"))
+            .map_err(|e| format!("rocketmq-runtime refused its default configuration: {e:?}"))?
+            .build()?;
         let config = MessageStoreConfig {
             store_path_root_dir: CheetahString::from_string(root.to_string_lossy().into_owned()),
             flush_disk_type,
@@ -110,9 +111,9 @@ impl Peer {
             StoreTelemetry::default(),
         )
         .ok_or("rocketmq-store refused its configuration")?;
-        let opened = StoreFactory::open(factory, self.owner.root_context().component("rocketmq-peer-store"))?;
+        let opened = StoreFactory::open(factory, owner.root_context().component("rocketmq-peer-store"))?;
         let (StorePorts::LocalFileStore(mut store), _timer) = opened.into_parts();
-        self.owner.block_on(async {
+        owner.block_on(async {
             store.init().await?;
             if !store.load().await {
                 return Err("rocketmq-store: load failed".into());
@@ -120,34 +121,40 @@ impl Peer {
             store.start().await?;
             Ok::<_, Box<dyn Error>>(())
         })?;
-        Ok(StorePorts::LocalFileStore(store))
+        Ok(Opened { owner, ports: StorePorts::LocalFileStore(store) })
     }
 
-    fn close(&self, store: StorePorts) {
-        let StorePorts::LocalFileStore(mut store) = store;
-        self.owner.block_on(store.shutdown());
+    /// Shuts `store` down and removes its directory `root`: a round's stores never take the
+    /// disk together.
+    fn close(&self, store: Opened, root: &Path) -> Result<()> {
+        let StorePorts::LocalFileStore(mut ports) = store.ports;
+        store.owner.block_on(ports.shutdown());
+        store.owner.shutdown_runtime_blocking()?;
+        std::fs::remove_dir_all(root)?;
+        Ok(())
     }
 
     /// Puts `messages` one at a time, each awaited; returns messages per second.
-    fn put(&self, store: &StorePorts, messages: Vec<MessageExtBrokerInner>) -> Result<f64> {
+    fn put(&self, store: &Opened, messages: Vec<MessageExtBrokerInner>) -> Result<f64> {
         let count = messages.len() as u64;
         let start = Instant::now();
-        self.owner.block_on(put_all(store, messages))?;
+        store.owner.block_on(put_all(&store.ports, messages))?;
         Ok(per_second(count, start.elapsed()))
     }
 
     /// `work.producers` threads put `work.sync_messages` between them, each awaiting each put.
-    fn put_many(&self, store: &StorePorts, work: &Workload) -> Result<f64> {
+    fn put_many(&self, store: &Opened, work: &Workload) -> Result<f64> {
         let shares: Vec<Vec<MessageExtBrokerInner>> =
             (0..work.producers).map(|p| build(share(p, work.producers, work.sync_messages))).collect();
-        let runtime = self.owner.block_on(async { tokio_handle() });
+        let runtime = store.owner.block_on(async { tokio_handle() });
+        let ports = &store.ports;
         let start = Instant::now();
         let outcomes: Vec<_> = std::thread::scope(|scope| {
             let threads: Vec<_> = shares
                 .into_iter()
                 .map(|messages| {
                     let runtime = runtime.clone();
-                    scope.spawn(move || runtime.block_on(put_all(store, messages)).map_err(|e| e.to_string()))
+                    scope.spawn(move || runtime.block_on(put_all(ports, messages)).map_err(|e| e.to_string()))
                 })
                 .collect();
             threads.into_iter().map(|t| t.join()).collect()
@@ -161,14 +168,14 @@ impl Peer {
 
     /// Waits until the store's reput has dispatched every message to its consume queue and the
     /// index (RocketMQ's put returns before that; a consumer sees a message only after it).
-    fn wait_dispatched(&self, store: &StorePorts, messages: u64) -> Result<Duration> {
-        let store = local(store);
+    fn wait_dispatched(&self, store: &Opened, messages: u64) -> Result<Duration> {
+        let (owner, store) = (&store.owner, local(&store.ports));
         let start = Instant::now();
         let last_key = CheetahString::from_string(key_of(messages - 1));
         loop {
             let queued: i64 = (0..QUEUES).map(|q| store.get_max_offset_in_queue(&topic(), q as i32)).sum();
             if store.dispatch_behind_bytes() == 0 && queued as u64 == messages {
-                let indexed = self.owner.block_on(store.query_message(&topic(), &last_key, 1, 0, i64::MAX));
+                let indexed = owner.block_on(store.query_message(&topic(), &last_key, 1, 0, i64::MAX));
                 if indexed.is_some_and(|r| !r.message_maped_list.is_empty()) {
                     return Ok(start.elapsed());
                 }
@@ -185,11 +192,11 @@ impl Peer {
     /// Reads every message back, queue by queue, `BATCH` at a time, decoding each record and
     /// checking it is the message the queue should hold at that offset; returns messages per
     /// second.
-    fn consume(&self, store: &StorePorts, messages: u64) -> Result<f64> {
-        let store = local(store);
+    fn consume(&self, store: &Opened, messages: u64) -> Result<f64> {
+        let (owner, store) = (&store.owner, local(&store.ports));
         let (group, topic) = (CheetahString::from_static_str(GROUP), topic());
         let start = Instant::now();
-        let count = self.owner.block_on(async {
+        let count = owner.block_on(async {
             let mut count = 0u64;
             for queue in 0..QUEUES {
                 let end = store.get_max_offset_in_queue(&topic, queue as i32);
@@ -226,8 +233,8 @@ impl Peer {
 
     /// Queries the seeded keys one by one (`query_message`, the store's query by key), checking
     /// each finds its message; returns queries per second and the p99 latency in µs.
-    fn query(&self, store: &StorePorts, work: &Workload) -> Result<(f64, f64)> {
-        let store = local(store);
+    fn query(&self, store: &Opened, work: &Workload) -> Result<(f64, f64)> {
+        let (owner, store) = (&store.owner, local(&store.ports));
         let topic = topic();
         let keys: Vec<(u64, CheetahString)> = query_indexes(work.seed, work.queries, work.messages)
             .into_iter()
@@ -235,7 +242,7 @@ impl Peer {
             .collect();
         let mut latencies = Vec::with_capacity(keys.len());
         let start = Instant::now();
-        self.owner.block_on(async {
+        owner.block_on(async {
             for (i, key) in &keys {
                 let one = Instant::now();
                 let found = store.query_message(&topic, key, BATCH as i32, 0, i64::MAX).await;
@@ -263,8 +270,15 @@ fn tokio_handle() -> tokio::runtime::Handle {
 async fn put_all(store: &StorePorts, messages: Vec<MessageExtBrokerInner>) -> Result<()> {
     for message in messages {
         let put = store.put_message_shared(message).await;
-        if put.put_message_status() != PutMessageStatus::PutOk {
-            return Err(format!("rocketmq: put: {:?}", put.put_message_status()).into());
+        match put.put_message_status() {
+            PutMessageStatus::PutOk => {}
+            PutMessageStatus::ServiceNotAvailable => {
+                return Err("rocketmq: put refused (ServiceNotAvailable): the store fences writes, e.g. \
+                            while its filesystem is over 90% full, reserved blocks counted as used \
+                            (try --dir on a filesystem with more room)"
+                    .into());
+            }
+            status => return Err(format!("rocketmq: put: {status:?}").into()),
         }
     }
     Ok(())

@@ -31,18 +31,28 @@ pub fn run_round(dir: &Path, work: &Workload) -> Result<RoundResult> {
     result.bytes_per_message = metrics.log.bytes_on_disk as f64 / work.messages as f64;
     result.consume = consume(&store, work.messages)?;
     (result.query_rate, result.query_p99_us) = query(&store, work)?;
-    store.close()?;
+    close(store, &dir.join("async"))?;
 
     let store = MessageStore::open(dir.join("sync-1"), config(FlushPolicy::Always))?;
     (result.put_sync, _) = put(&store, &build(0..work.sync_messages))?;
-    store.close()?;
+    result.sync_fsync_mean_us = Some(store.metrics().log.fsync_latency.mean_us as f64);
+    close(store, &dir.join("sync-1"))?;
 
     let store = MessageStore::open(dir.join("sync-many"), config(FlushPolicy::Always))?;
     result.put_sync_many = Some(put_many(&store, work)?);
-    store.close()?;
+    result.sync_many_puts_per_fsync = Some(store.metrics().log.appends_per_sync);
+    close(store, &dir.join("sync-many"))?;
 
     result.log_append = Some(log_append(&dir.join("log"), result.bytes_per_message, work.messages)?);
     Ok(result)
+}
+
+/// Closes `store` and removes its directory `root`: a round's stores never take the disk
+/// together.
+fn close(store: MessageStore, root: &Path) -> Result<()> {
+    store.close()?;
+    std::fs::remove_dir_all(root)?;
+    Ok(())
 }
 
 /// The store's defaults with `flush_policy` for the commit log.
@@ -158,6 +168,7 @@ fn log_append(dir: &Path, bytes_per_message: f64, messages: u64) -> Result<f64> 
     let elapsed = start.elapsed();
     let per_record = (log.metrics().bytes_appended - before) as f64 / messages as f64;
     log.close()?;
+    std::fs::remove_dir_all(dir)?;
     if per_record.round() as u64 != target {
         return Err(format!("Log::append wrote {per_record:.1} bytes a record, the store {target}").into());
     }
