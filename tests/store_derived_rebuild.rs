@@ -234,11 +234,11 @@ fn harm_file(file: &Path, harm: Harm, foreign: &Path, at: u64, len: usize) {
             let len = if file.extension().is_some_and(|e| e == "idx") {
                 entry_position(4) + 13
             } else {
-                // At most 3 whole entries, and at least one entry fewer than it holds (a crash's
-                // copy may hold none yet: the store writes a queue's entries 64 at a time).
+                // At most 3 whole entries, and at least one entry fewer than it holds.
                 let bytes = std::fs::read(file).unwrap();
                 let entries = bytes.chunks(CQ_ENTRY as usize).take_while(|e| e.iter().any(|&b| b != 0)).count() as u64;
-                3.min(entries.saturating_sub(1)) * CQ_ENTRY + 13
+                assert!(entries >= 2, "{} holds {entries} entries", file.display());
+                3.min(entries - 1) * CQ_ENTRY + 13
             };
             assert!(len < file_len, "{} is longer than {len} bytes", file.display());
             cut(file, len);

@@ -10,9 +10,6 @@ use std::sync::atomic::Ordering;
 use super::file::{CQ_ADVICE, QueueFile};
 use super::layout::{ENTRY_LEN, Entry, file_name};
 use super::{ConsumeQueue, FlushedUpTo, Writer};
-
-/// Entries appended before they are written to the file together (1,280 bytes).
-pub(super) const PENDING_ENTRIES: usize = 64;
 use crate::error::{Corruption, Error, Result};
 use crate::storage::{self, MappedFile};
 
@@ -56,55 +53,15 @@ impl ConsumeQueue {
             return Ok(Appended::Gap { expected: max, found: queue_offset });
         }
         let active = self.active_for(&mut writer, last_file, queue_offset)?;
-        debug_assert!(queue_offset < active.end(), "the entry's slot is in the active file");
-        let waiting = {
-            let mut pending = self.pending.write();
-            if pending.entries.is_empty() {
-                pending.first = queue_offset;
-            }
-            debug_assert_eq!(
-                pending.first + pending.entries.len() as u64,
-                queue_offset,
-                "pending entries are in a row"
-            );
-            pending.entries.push(Entry { log_offset, size, tag_hash });
-            pending.entries.len()
-        };
+        let bytes = Entry { log_offset, size, tag_hash }.encode();
+        // Counted before the write: a failed `pwrite` may have stored part of the entry.
+        writer.dirty_end = writer.dirty_end.max(queue_offset + 1 - active.first);
+        let position = active.file.append(&bytes)?;
+        debug_assert_eq!(position, active.position(queue_offset), "the entry must land in its slot");
         writer.last_log_offset = Some(log_offset);
         debug_assert!(self.min.load(Ordering::Relaxed) <= queue_offset, "min ≤ max");
         self.max.store(queue_offset + 1, Ordering::Release);
-        if waiting >= PENDING_ENTRIES {
-            // Stored and readable either way: a failed write leaves them pending, and the next
-            // append or flush writes them again (the error goes to dispatch, which retries).
-            self.write_pending(&mut writer)?;
-        }
         Ok(Appended::Stored)
-    }
-
-    /// Writes the pending entries to the active file, with one `pwrite`, and publishes them. Under
-    /// the writer lock: every operation that changes or syncs the files calls it first.
-    pub(super) fn write_pending(&self, writer: &mut Writer) -> Result<()> {
-        let (first, bytes) = {
-            let pending = self.pending.read();
-            if pending.entries.is_empty() {
-                return Ok(());
-            }
-            (pending.first, pending.entries.iter().flat_map(|e| e.encode()).collect::<Vec<u8>>())
-        };
-        let count = (bytes.len() as u64) / ENTRY_LEN;
-        let Some(active) = self.files.read().last().cloned() else {
-            unreachable!("pending entries without a file: an append creates the file first");
-        };
-        debug_assert!(active.first <= first && first + count <= active.end(), "pending entries fit the active file");
-        // Counted before the write: a failed `pwrite` may have stored part of them.
-        writer.dirty_end = writer.dirty_end.max(first + count - active.first);
-        let position = active.file.append(&bytes)?;
-        debug_assert_eq!(position, active.position(first), "the entries must land in their slots");
-        self.written.store(first + count, Ordering::Release);
-        let mut pending = self.pending.write();
-        pending.entries.clear();
-        pending.first = first + count;
-        Ok(())
     }
 
     /// The file the entry for `queue_offset` goes into: `last_file` (the active file, read under
@@ -127,7 +84,6 @@ impl ConsumeQueue {
         }
         // The entries of a file are durable before the next file exists (recovery trusts sealed
         // files to be whole).
-        self.write_pending(writer)?;
         active.file.seal().map_err(|error| self.poison(error))?;
         let next = self.create_file(active.end())?;
         crate::failpoint::crash_point!("store_after_queue_roll");
@@ -139,9 +95,6 @@ impl ConsumeQueue {
     pub(super) fn start_at(&self, writer: &mut Writer, queue_offset: u64) -> Result<Arc<QueueFile>> {
         let file = self.create_file(queue_offset)?;
         // `max` first, so `min ≤ max` holds at every step.
-        debug_assert!(self.pending.read().entries.is_empty(), "written before a queue starts again");
-        self.written.store(queue_offset, Ordering::Release);
-        self.pending.write().first = queue_offset;
         self.max.store(queue_offset, Ordering::Release);
         self.min.store(queue_offset, Ordering::Release);
         writer.dirty_end = 0;
@@ -210,9 +163,8 @@ impl ConsumeQueue {
     /// fdatasync poisons the queue (the kernel may have dropped the pages: a retry proves nothing).
     pub(crate) fn flush(&self) -> Result<FlushedUpTo> {
         let (target, active, cuts) = {
-            let mut writer = self.writer.lock();
+            let writer = self.writer.lock();
             self.check_not_poisoned()?;
-            self.write_pending(&mut writer)?;
             let target = FlushedUpTo { queue_offset: self.max_offset(), last_log_offset: writer.last_log_offset };
             if writer.flushed == target {
                 return Ok(target);

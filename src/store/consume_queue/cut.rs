@@ -22,7 +22,6 @@ impl ConsumeQueue {
     pub(crate) fn truncate_to(&self, queue_offset: u64) -> Result<()> {
         let mut writer = self.writer.lock();
         self.check_not_poisoned()?;
-        self.write_pending(&mut writer)?;
         let (min, max) = (self.min_offset(), self.max_offset());
         if queue_offset >= max {
             return Ok(());
@@ -39,9 +38,8 @@ impl ConsumeQueue {
     /// at or above `log_start_offset`. Returns the number of files deleted. `min_offset` is not
     /// stored: after a reopen it is the first file's first entry until this runs again.
     pub(crate) fn delete_files_below(&self, log_start_offset: u64) -> Result<usize> {
-        let mut writer = self.writer.lock();
+        let _writer = self.writer.lock();
         self.check_not_poisoned()?;
-        self.write_pending(&mut writer)?;
         let files = self.files.read().clone();
         let mut doomed = 0;
         for file in files.iter().take(files.len().saturating_sub(1)) {
@@ -70,11 +68,7 @@ impl ConsumeQueue {
         if queue_offset < self.min_offset() {
             self.min.store(queue_offset, Ordering::Release);
         }
-        // Nothing is pending (the caller wrote it): every entry is in the files.
-        debug_assert!(self.pending.read().entries.is_empty(), "pending entries are written before a cut");
         self.max.store(queue_offset, Ordering::Release);
-        self.written.store(queue_offset, Ordering::Release);
-        self.pending.write().first = queue_offset;
         writer.flushed.queue_offset = writer.flushed.queue_offset.min(queue_offset);
         self.cut_files(writer, &files, k, queue_offset).map_err(|error| self.poison(error))?;
         writer.last_log_offset = self.stored_entry(queue_offset.checked_sub(1))?.map(|e| e.log_offset);

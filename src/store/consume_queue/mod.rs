@@ -11,16 +11,10 @@
 //! - Files are created at full size with fallocate (a full disk fails the creation with
 //!   `Error::DiskFull`, never a write), and their length and name are made durable before any
 //!   entry goes in.
-//! - An appended entry waits in memory (`pending`, readable at once) until [`PENDING_ENTRIES`] do,
-//!   then they are written to the active (last) file with one `pwrite` and published by its
-//!   length (`MappedFile`): one system call per 64 entries, not per entry. Anything else that
-//!   changes or syncs the files (a roll, a flush, a cut, retention, recovery) writes them first.
-//!   `written` moves past entries only after their file published them, `max` past an entry only
-//!   once it is pending, and a new file is in the list before `max` reaches it; readers load
-//!   `max` (Acquire) before `written` and before they look a file up, so they never see a partly
-//!   written entry (docs/DESIGN.md §5). Pending entries are not durable, as written ones are not
-//!   before a flush: after a crash recovery refills them from the commit log. Another process
-//!   reading the files sees them once written (at the latest at the store's next checkpoint).
+//! - The active (last) file is appended to with `pwrite` and published by its length
+//!   (`MappedFile`). `max` moves past an entry only after its file published it, and a new file is
+//!   in the list before `max` reaches it; readers load `max` (Acquire) before they look a file up,
+//!   so they never see a partly written entry (docs/DESIGN.md §5).
 //! - A full file is sealed at the roll (fdatasync, its map and descriptor dropped): it holds no
 //!   descriptor, and is mapped again at its first read.
 //! - Bounds move before files change: a cut lowers `max` first, then waits for the readers of the
@@ -52,7 +46,7 @@
 //! - `tests.rs`: the queue's unit tests (the format's are in `layout.rs`).
 //!
 //! Lock order: 1 the writer lock (`writer`) → 2 the file list (`files`) → 3 a file's own locks
-//! (`MappedFile`); `pending` is a leaf. Readers take 2 and 3, never together, or `pending` alone.
+//! (`MappedFile`). Readers take 2 and 3, never together.
 
 mod append;
 mod cut;
@@ -103,24 +97,6 @@ struct Writer {
     flushed: FlushedUpTo,
 }
 
-/// Entries appended but not yet written to the active file (`append.rs`): readers find them
-/// here, so a put is readable at once while its entry waits to be written with others.
-#[derive(Debug, Default)]
-struct Pending {
-    /// The queue offset of the first.
-    first: u64,
-    entries: Vec<Entry>,
-}
-
-impl Pending {
-    /// Up to `limit` entries from `queue_offset`, if it holds that one.
-    fn run(&self, queue_offset: u64, limit: u64) -> Option<Vec<Entry>> {
-        let skip = usize::try_from(queue_offset.checked_sub(self.first)?).ok()?;
-        let rest = self.entries.get(skip..).filter(|rest| !rest.is_empty())?;
-        Some(rest.iter().take(usize::try_from(limit).unwrap_or(usize::MAX)).copied().collect())
-    }
-}
-
 /// The consume queue of one topic and queue: `Send + Sync`, one writer, many readers.
 #[derive(Debug)]
 pub(crate) struct ConsumeQueue {
@@ -138,10 +114,6 @@ pub(crate) struct ConsumeQueue {
     /// `min ≤ max` at every store (Release; readers Acquire, `max` first).
     min: AtomicU64,
     max: AtomicU64,
-    /// Entries below this queue offset are in the files; from it to `max`, in `pending` (a leaf
-    /// lock: taken alone by readers, last by the writer).
-    written: AtomicU64,
-    pending: RwLock<Pending>,
     /// Cuts so far, counted before a cut changes anything: a read that failed across one looks
     /// again (the queue may have grown back past it since), and a flush across one claims nothing.
     cuts: AtomicU64,
@@ -187,13 +159,6 @@ impl ConsumeQueue {
         Some(log_offset)
     }
 
-    /// Writes the pending entries to the active file now (`append.rs`): what a test that looks at
-    /// the files, or damages them, needs first.
-    #[cfg(test)]
-    pub(crate) fn write_pending_now(&self) -> Result<()> {
-        self.write_pending(&mut self.writer.lock())
-    }
-
     fn check_not_poisoned(&self) -> Result<()> {
         if self.poisoned.load(Ordering::Acquire) { Err(Error::Poisoned) } else { Ok(()) }
     }
@@ -203,20 +168,5 @@ impl ConsumeQueue {
         tracing::error!(queue = %self.dir.display(), %error, "consume queue poisoned: reopen it and recover");
         self.poisoned.store(true, Ordering::Release);
         error
-    }
-}
-
-impl Drop for ConsumeQueue {
-    /// Writes the pending entries (not synced: a clean close flushed them already, and anything
-    /// else may lose them, as a crash does; recovery refills them from the commit log).
-    fn drop(&mut self) {
-        let writer = self.writer.get_mut();
-        if self.poisoned.load(Ordering::Acquire) {
-            return;
-        }
-        let mut writer = Writer { ..*writer };
-        if let Err(error) = self.write_pending(&mut writer) {
-            tracing::warn!(queue = %self.dir.display(), %error, "consume queue entries not written at drop");
-        }
     }
 }

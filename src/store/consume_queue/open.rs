@@ -11,7 +11,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::file::{CQ_ADVICE, QueueFile, count_entries};
 use super::layout::{ENTRY_LEN, parse_file_name};
-use super::{ConsumeQueue, FlushedUpTo, Pending, Writer};
+use super::{ConsumeQueue, FlushedUpTo, Writer};
 use crate::config::ReadPath;
 use crate::error::{Error, Result};
 use crate::storage::map_budget::MapBudget;
@@ -73,8 +73,6 @@ impl ConsumeQueue {
             files: RwLock::new(Vec::new()),
             min: AtomicU64::new(0),
             max: AtomicU64::new(0),
-            written: AtomicU64::new(0),
-            pending: RwLock::new(Pending::default()),
             cuts: AtomicU64::new(0),
             poisoned: AtomicBool::new(false),
             first_seen: Mutex::new(None),
@@ -107,8 +105,6 @@ impl ConsumeQueue {
         files.push(Arc::new(QueueFile { first: last.first, capacity: last.capacity(), file }));
         let (min, max) = (files[0].first, last.first + entries);
         *self.files.write() = files;
-        self.written.store(max, Ordering::Release);
-        self.pending.write().first = max;
         self.max.store(max, Ordering::Release);
         self.min.store(min, Ordering::Release);
         let log_offset_before = |q: u64| -> Result<Option<u64>> {
@@ -133,7 +129,6 @@ impl ConsumeQueue {
     pub(crate) fn start_empty_at(&self, queue_offset: u64) -> Result<()> {
         let mut writer = self.writer.lock();
         self.check_not_poisoned()?;
-        self.write_pending(&mut writer)?;
         if self.files.read().is_empty() {
             self.start_at(&mut writer, queue_offset)?;
         }

@@ -49,25 +49,8 @@ impl ConsumeQueue {
             if queue_offset >= max || queue_offset < self.min.load(Ordering::Acquire) {
                 return Ok(Vec::new());
             }
-            let written = self.written.load(Ordering::Acquire);
-            if queue_offset >= written {
-                // Appended, not yet written to the file.
-                let Some(entries) = self.pending.read().run(queue_offset, limit.min(max - queue_offset)) else {
-                    continue; // written (or cut) meanwhile: look again
-                };
-                if let Some((at, reason)) =
-                    checked.then(|| first_bad_entry(queue_offset, None, &entries, None)).flatten()
-                {
-                    let (path, position) = match self.file_for(at) {
-                        Some(file) => (file.path(), file.position(at)),
-                        None => (self.dir.clone(), 0),
-                    };
-                    return Err(Error::corrupt(path, position, reason));
-                }
-                return Ok(entries);
-            }
             let Some(file) = self.file_for(queue_offset) else { continue };
-            let count = limit.min(written - queue_offset).min(file.end() - queue_offset);
+            let count = limit.min(max - queue_offset).min(file.end() - queue_offset);
             match file.read(queue_offset, count) {
                 Ok(Some(entries)) => {
                     let bad = if checked { first_bad_entry(queue_offset, None, &entries, None) } else { None };

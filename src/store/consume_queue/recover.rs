@@ -52,7 +52,6 @@ impl ConsumeQueue {
     ) -> Result<QueueRecovery> {
         let mut writer = self.writer.lock();
         self.check_not_poisoned()?;
-        self.write_pending(&mut writer)?;
         let files = self.files.read().clone();
         let (Some(first), Some(active)) = (files.first(), files.last()) else {
             let nothing = QueueRecovery { checked_from: 0, end: 0, removed: 0, reason: None, zeroed_tail: false };
