@@ -403,6 +403,11 @@ impl Log {
         }
     }
 
+    /// Whether the log was opened read-only (`Log::open_read_only`).
+    pub(crate) fn is_read_only(&self) -> bool {
+        self.shared.is_read_only()
+    }
+
     /// The records at `offsets` (best ascending), each read straight from the batch that holds it,
     /// `None` for each the log does not hold (docs/DESIGN.md §8, "gathered reads"). Not on a
     /// read-only log. `bytes_hint`: about the bytes of their batches.

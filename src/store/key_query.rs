@@ -13,6 +13,8 @@ use crate::store::message_reader::MessageReader;
 const CANDIDATES_PER_RESULT: usize = 2;
 /// At least this many candidates are asked for.
 const MIN_CANDIDATES: usize = 32;
+/// What a candidate's batch takes, about, to size the chunk they are read into.
+const GUESSED_BATCH_BYTES: usize = 512;
 
 /// `Ok` if `topic` and `key` can be queried: a valid topic and a key that is not empty.
 pub(crate) fn check(topic: &str, key: &str) -> Result<()> {
@@ -38,13 +40,22 @@ pub(crate) fn matching(
     (begin_ms, end_ms): (i64, i64),
     max: usize,
 ) -> Result<Vec<StoredMessage>> {
-    let mut reader = MessageReader::new(log);
+    let records = if log.is_read_only() {
+        let mut reader = MessageReader::new(log);
+        offsets.iter().map(|&log_offset| reader.read(log_offset, || 1)).collect::<Result<Vec<_>>>()?
+    } else {
+        // Each candidate's batch alone, into one shared chunk.
+        log.gather(&offsets, offsets.len() * GUESSED_BATCH_BYTES)?
+    };
     let mut found = Vec::new();
-    for log_offset in offsets {
-        let Some(record) = reader.read(log_offset, || 1)? else { continue };
+    for record in records.into_iter().flatten() {
+        // Cheap checks first (a collision is rejected before anything is copied out).
+        let time = record.timestamp_ms();
+        if !(begin_ms..=end_ms).contains(&time) {
+            continue;
+        }
         let Ok(message) = StoredMessage::decode(record) else { continue };
-        let time = message.timestamp_ms();
-        if message.topic() == topic && message.keys().iter().any(|k| k == key) && (begin_ms..=end_ms).contains(&time) {
+        if message.topic() == topic && message.has_key(key) {
             found.push(message);
         }
     }

@@ -317,6 +317,11 @@ impl StoredMessage {
         })
     }
 
+    /// Whether `key` is one of its keys (no allocation: a key query checks every candidate).
+    pub(crate) fn has_key(&self, key: &str) -> bool {
+        self.record.headers().any(|h| h.key == MESSAGE_KEY_HEADER && h.value == Some(key.as_bytes()))
+    }
+
     /// The producer's timestamp, if it gave one.
     pub fn born_timestamp_ms(&self) -> Option<i64> {
         self.born_timestamp_ms
@@ -365,6 +370,7 @@ mod tests {
         assert_eq!((stored.topic(), stored.queue_id(), stored.queue_offset()), ("orders", 3, 41));
         assert_eq!((stored.body(), stored.tag()), (&b"body"[..], Some("created")));
         assert_eq!(stored.keys(), ["k1", "k2"]);
+        assert!(stored.has_key("k2") && !stored.has_key("k") && !stored.has_key("created"));
         assert_eq!(stored.born_timestamp_ms(), Some(1_700_000_000_000));
         assert_eq!(stored.property("source"), Some(&b"web"[..]));
         assert_eq!(stored.property("strata.topic"), None, "reserved names are not properties");
