@@ -61,6 +61,9 @@ fn timed(entries: u64, mut write: impl FnMut(u64) -> std::io::Result<()>) -> std
     Ok((started.elapsed() / entries as u32, slowest))
 }
 
+/// One way of writing the entries.
+type Way = fn(&File, u64) -> Result<Timing, Box<dyn Error>>;
+
 fn pwrite(file: &File, entries: u64) -> Result<Timing, Box<dyn Error>> {
     let (per_entry, slowest) = timed(entries, |i| file.write_all_at(&entry(i), i * ENTRY as u64))?;
     let started = Instant::now();
@@ -93,7 +96,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let path = dir.join("measure.cq");
     println!("{entries} entries of {ENTRY} bytes into {}, {rounds} rounds", path.display());
     for round in 1..=rounds {
-        let ways: [(&str, bool, fn(&File, u64) -> Result<Timing, Box<dyn Error>>); 3] = [
+        let ways: [(&str, bool, Way); 3] = [
             ("pwrite, fallocated", false, pwrite),
             ("mapped store, fallocated", false, mapped),
             ("mapped store, zeroed by writes", true, mapped),
