@@ -113,9 +113,15 @@ fn main() -> Result<(), Box<dyn Error>> {
     let messages: u64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(200_000);
     let dir = tempfile::tempdir()?;
     let store = MessageStore::open(dir.path(), config())?;
+    let cpu = thread_cpu();
     let took = put(&store, messages)?;
+    let cpu = thread_cpu() - cpu;
     if matches!(phase.as_str(), "all" | "put") {
-        println!("put, async:  {messages} messages in {took:.2?}: {}", rate(messages, took));
+        let per_cpu = rate(messages, cpu);
+        println!(
+            "put, async:  {messages} messages in {took:.2?}: {} ({per_cpu} per CPU second of the producer)",
+            rate(messages, took)
+        );
     }
     if matches!(phase.as_str(), "all" | "consume") {
         let cpu = thread_cpu();

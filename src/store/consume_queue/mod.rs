@@ -11,7 +11,7 @@
 //! - Files are created at full size with fallocate (a full disk fails the creation with
 //!   `Error::DiskFull`, never a write), and their length and name are made durable before any
 //!   entry goes in.
-//! - The active (last) file is appended to with `pwrite` and published by its length
+//! - The active (last) file is appended to by stores into its writable map (`pwrite` if it has holes) and published by its length
 //!   (`MappedFile`). `max` moves past an entry only after its file published it, and a new file is
 //!   in the list before `max` reaches it; readers load `max` (Acquire) before they look a file up,
 //!   so they never see a partly written entry (docs/DESIGN.md §5).

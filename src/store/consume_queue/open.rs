@@ -99,6 +99,7 @@ impl ConsumeQueue {
         // Published whole while nobody else has the queue, to find where its entries end.
         let capacity = last.capacity() * ENTRY_LEN;
         let file = MappedFile::open_writable(&last.path, capacity, capacity, self.reads, CQ_ADVICE)?
+            .with_mapped_appends()?
             .budgeted(self.budget.as_ref())?;
         let entries = count_entries(&file, last.capacity())?;
         file.limit_len(entries * ENTRY_LEN);
