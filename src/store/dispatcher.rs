@@ -18,14 +18,14 @@ use std::time::{Duration, Instant};
 
 use crate::clock::Clock;
 use crate::error::{Error, Result};
-use crate::log::{BatchView, Cursor, CursorInterrupt};
+use crate::log::{AppendInfo, BatchView, Cursor, CursorInterrupt};
 use crate::store::checkpoint::QueueSummary;
 use crate::store::consume_queue::{Appended, ConsumeQueue};
 use crate::store::dispatch::{Dispatch, DispatchRequest};
 use crate::store::hash::tag_hash;
 use crate::store::index::{IndexFiles, key_hash};
 use crate::store::long_poll::LongPolls;
-use crate::store::message::{StoredMessage, validate_topic};
+use crate::store::message::{Message, StoredMessage, validate_topic};
 use crate::store::metrics::Counters;
 use crate::store::queues::Queues;
 use crate::store::state::{DispatchState, StoreState};
@@ -264,6 +264,68 @@ impl StoreState {
                 return Ok(false);
             }
         }
+    }
+
+    /// Dispatches a put's own batch (`messages`, numbered from `first_queue_offset`, stored as
+    /// `info` with record sizes `sizes`) from what the put holds, through the same outputs as a
+    /// dispatch read from the log — if it is next to dispatch, visible, and still in the log;
+    /// otherwise (others' messages before it, a race with retention) as any other message, read
+    /// from the log ([`StoreState::dispatch_through`]). A put reads its own write without reading
+    /// its batch back or decoding its fields.
+    pub(crate) fn dispatch_put(
+        &self,
+        info: &AppendInfo,
+        first_queue_offset: u64,
+        messages: &[Message],
+        sizes: &[u32],
+    ) -> Result<()> {
+        debug_assert_eq!(messages.len(), sizes.len(), "a size for every message");
+        let progress = &self.progress;
+        if progress.dispatched() > info.last_offset {
+            return Ok(());
+        }
+        {
+            let mut state = self.dispatch.lock();
+            let log_start = self.log.start_offset();
+            let direct = progress.dispatched() == info.base_offset
+                && self.log.visible_end() > info.last_offset
+                && log_start <= info.base_offset
+                && info.last_offset - info.base_offset + 1 == messages.len() as u64;
+            if direct {
+                let clock = self.log.config().clock.clone();
+                let held = messages.iter().zip(sizes).zip(info.base_offset..).zip(first_queue_offset..);
+                for (((message, &size), log_offset), queue_offset) in held {
+                    let request = DispatchRequest {
+                        log_offset,
+                        size,
+                        topic: message.topic(),
+                        queue_id: message.queue_id(),
+                        queue_offset,
+                        tag: message.tag(),
+                        keys: message.keys(),
+                        timestamp_ms: info.append_time_ms,
+                        log_start,
+                        replayed: false,
+                    };
+                    let dispatched = catch_unwind(AssertUnwindSafe(|| state.output.dispatch(&request)))
+                        .unwrap_or_else(|payload| Err(Error::panicked("a dispatcher", payload.as_ref())));
+                    if let Err(error) = dispatched {
+                        // As a dispatch read from the log fails: the dispatcher thread retries
+                        // from this message, read from the log.
+                        progress.advance(log_offset);
+                        state.cursor.seek(log_offset);
+                        Counters::add(&self.counters.dispatch_failures, 1);
+                        progress.fail(error.to_string());
+                        return Err(Error::DispatchFailed { log_offset, reason: error.to_string() });
+                    }
+                    self.counters.dispatch_lag(clock.now_ms() - info.append_time_ms);
+                }
+                progress.advance(info.last_offset + 1);
+                state.cursor.seek(info.last_offset + 1);
+                return Ok(());
+            }
+        }
+        self.dispatch_through(info.last_offset)
     }
 
     /// Dispatches everything visible, on the caller's thread (`open`, before it returns, and `close`).

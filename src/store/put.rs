@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::config::FlushPolicy;
 use crate::error::{Error, Result};
-use crate::log::{AppendInfo, FOREVER};
+use crate::log::{AppendInfo, FOREVER, batch};
 use crate::store::message::{FixedFields, Message};
 use crate::store::message_store::MessageStore;
 use crate::store::progress::Progress;
@@ -73,8 +73,9 @@ impl MessageStore {
     /// `Error::DispatchFailed`, or the log's failure to make it durable (the log is
     /// poisoned: reopen).
     pub fn put(&self, message: &Message) -> Result<PutResult> {
-        let stored = self.put_all(std::slice::from_ref(message))?;
-        self.settle(stored)
+        let messages = std::slice::from_ref(message);
+        let stored = self.put_all(messages)?;
+        self.settle(stored, messages)
     }
 
     /// Stores `message` and returns without waiting for durability or dispatch; the handle says
@@ -96,20 +97,21 @@ impl MessageStore {
             return Ok(Vec::new());
         }
         let stored = self.put_all(messages)?;
-        let first = self.settle(stored)?;
+        let first = self.settle(stored, messages)?;
         let results = (0..messages.len() as u64)
             .map(|i| PutResult { log_offset: first.log_offset + i, queue_offset: first.queue_offset + i });
         Ok(results.collect())
     }
 
-    /// Waits for a stored batch: durable (under `FlushPolicy::Always`, leading the group commit
-    /// if no one else does), then dispatched — by this thread if no other did it first.
-    fn settle(&self, stored: Stored) -> Result<PutResult> {
+    /// Waits for a stored batch (of `messages`): durable (under `FlushPolicy::Always`, leading the
+    /// group commit if no one else does), then dispatched — by this thread, from what it holds, if
+    /// no other did it first.
+    fn settle(&self, stored: Stored, messages: &[Message]) -> Result<PutResult> {
         let inner = self.inner();
         if inner.config.log.flush_policy == FlushPolicy::Always {
             inner.log.wait_batch_durable(&stored.info, FOREVER)?;
         }
-        inner.dispatch_through(stored.info.last_offset)?;
+        inner.dispatch_put(&stored.info, stored.result.queue_offset, messages, &stored.sizes)?;
         Ok(stored.result)
     }
 
@@ -126,6 +128,8 @@ impl MessageStore {
 struct Stored {
     result: PutResult,
     info: AppendInfo,
+    /// Each record's size in the batch (what its queue entry stores).
+    sizes: Vec<u32>,
 }
 
 impl StoreState {
@@ -170,8 +174,11 @@ impl StoreState {
             if let Some(size) = records.iter().map(|record| record.encoded_len() as u64).find(|&size| size > max) {
                 return Err(Error::MessageTooLarge { size, max });
             }
+            // Each record's size as the batch stores it: its offset delta is its index, its
+            // timestamp delta 0 (the log's append time, the same for the whole batch).
+            let sizes = records.iter().zip(0..).map(|(record, i)| batch::record_len(record, 0, i) as u32).collect();
             let info = self.log.append_nowait(&records)?;
-            Ok(Stored { result: PutResult { log_offset: info.base_offset, queue_offset }, info })
+            Ok(Stored { result: PutResult { log_offset: info.base_offset, queue_offset }, info, sizes })
         })
     }
 }
