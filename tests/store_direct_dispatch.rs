@@ -47,7 +47,7 @@ fn message(i: u64) -> Message {
         (i % 3) as u32,
         format!("body {i} {}", "x".repeat((i % 50) as usize)),
     );
-    if i % 4 != 0 {
+    if !i.is_multiple_of(4) {
         message = message.with_tag(["red", "blue"][(i % 3 % 2) as usize]);
     }
     match i % 5 {
