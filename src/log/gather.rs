@@ -246,4 +246,42 @@ mod tests {
             Log::open(dir.path(), config()).expect("reopen (the damage is below the recovery point of a clean log)");
         assert!(matches!(log.gather(&[30], 0), Err(Error::Corrupt { .. })));
     }
+
+    /// A batch whose base offset was damaged (it is not under the CRC, so only its neighbours tell)
+    /// where the position table points is `Error::Corrupt`, from a gather and from a read, as
+    /// the index lookup's walk finds it: never a panic (not even a debug assertion), never a
+    /// record returned under another record's offset.
+    #[test]
+    #[cfg(unix)]
+    fn a_damaged_base_offset_where_a_position_points_is_corrupt() {
+        use std::os::unix::fs::FileExt;
+
+        for (shift, name) in [(1_000, "far off"), (1, "still covering the offset read")] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let log = Log::open(dir.path(), config()).expect("open");
+            fill(&log, 40, 0);
+            let path = dir.path().join(crate::format::file_name(0, crate::format::LOG_SUFFIX));
+            let bytes = std::fs::read(&path).expect("read");
+            // The first batch of at least two records from offset 20 on (`fill`: 1 + offset % 3).
+            let mut at = 0;
+            let header = loop {
+                let header = crate::log::batch::BatchHeader::decode_from(&bytes[at..]).expect("a header");
+                if header.base_offset >= 20 && header.record_count >= 2 {
+                    break header;
+                }
+                at += header.size() as usize;
+            };
+            let target = header.base_offset + 1;
+            assert_eq!(gathered(&log, &[target]), [Some(value(target, 0))], "{name}: before the damage");
+            let file = std::fs::OpenOptions::new().write(true).open(&path).expect("open the .log");
+            let damaged = header.base_offset + shift;
+            file.write_all_at(&damaged.to_be_bytes(), (at + crate::format::BASE_OFFSET_POS) as u64).expect("damage");
+            let gathered =
+                log.gather(&[target], 0).map(|r| r.into_iter().flatten().map(|r| r.offset()).collect::<Vec<_>>());
+            assert!(matches!(gathered, Err(Error::Corrupt { .. })), "{name}: gathered {gathered:?}");
+            let read = log.read(target, 1 << 16).and_then(|mut records| records.next().transpose());
+            let read = read.map(|r| r.map(|r| (r.offset(), r.value().map(<[u8]>::to_vec))));
+            assert!(matches!(read, Err(Error::Corrupt { .. })), "{name}: read {read:?}");
+        }
+    }
 }
