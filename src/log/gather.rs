@@ -247,6 +247,34 @@ mod tests {
         assert!(matches!(log.gather(&[30], 0), Err(Error::Corrupt { .. })));
     }
 
+    /// Whether a read of `offset` goes straight to its batch through its segment's position table.
+    fn noted(log: &Log, offset: u64) -> bool {
+        let segment = log.shared.segments.floor(offset).expect("a segment");
+        segment.copy_noted_batch(offset, 1024, &mut Vec::new()).is_some()
+    }
+
+    /// The active segment keeps a position table for what this process appends to it, also when
+    /// it was reopened (a restart) or cut (a truncation), not only when it was created.
+    #[test]
+    fn an_active_segment_reopened_or_cut_notes_its_new_batches() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = Log::open(dir.path(), config()).expect("open");
+        fill(&log, 300, 0);
+        assert!(noted(&log, 299), "appended to a segment created by this process");
+        log.close().expect("close");
+        let log = Log::open(dir.path(), config()).expect("reopen");
+        let segments = log.segment_count();
+        fill(&log, 303, 0);
+        assert_eq!(log.segment_count(), segments, "no roll: the reopened segment takes them");
+        assert!(!noted(&log, 299), "appended before the reopen: searched in the index");
+        assert!(noted(&log, 302), "appended to the reopened segment");
+        log.truncate_to(301).expect("truncate");
+        fill(&log, 304, 1);
+        assert_eq!(log.segment_count(), segments, "no roll: the cut segment takes them");
+        assert!(noted(&log, 303), "appended to the cut segment");
+        assert_eq!(gathered(&log, &[299, 302, 303]), [299, 302, 303].map(|o| Some(value(o, u8::from(o >= 301)))));
+    }
+
     /// A batch whose base offset was damaged (it is not under the CRC, so only its neighbours tell)
     /// where the position table points is `Error::Corrupt`, from a gather and from a read, as
     /// the index lookup's walk finds it: never a panic (not even a debug assertion), never a
