@@ -6,8 +6,9 @@
 //!
 //! A position is a hint, never trusted alone: the reader checks the batch header it finds there
 //! (it holds the offset, and its base and last offsets are the batch's as noted) and falls back
-//! to the index when it does not. The table belongs to one `LogSegment` object; a truncation or a
-//! compaction swap makes a new one.
+//! to the index when it does not. The table belongs to one `LogSegment` object, made with it when
+//! it becomes the active segment (created, reopened, or cut by a truncation; a compaction swap's
+//! segments have none).
 //!
 //! Memory: 4 bytes per offset (1.5 % of a log of 260-byte records), in chunks allocated as the
 //! segment fills. The log keeps tables for its newest segments only ([`POSITION_TABLES`]).

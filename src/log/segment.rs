@@ -80,7 +80,8 @@ pub(crate) struct LogSegment {
     indexes_unusable: AtomicBool,
     index_interval_bytes: u64,
     /// Where each batch appended in this process starts (`positions.rs`): `Some` from creation
-    /// while the segment is one of the log's newest, `None` once the log drops it.
+    /// (or reopening as the active segment) while the segment is one of the log's newest, `None`
+    /// once the log drops it.
     positions: RwLock<Option<Positions>>,
 }
 
@@ -160,6 +161,9 @@ impl LogSegment {
         let mut segment = LogSegment::assemble(base_offset, log, offset_index, time_index, next_offset, None, config);
         *segment.short.get_mut() = short;
         *segment.writer.get_mut() = Some(segment.resume_writer()?);
+        // A table for what this process appends (the batches already there are searched in the
+        // index, as in any segment without one).
+        *segment.positions.get_mut() = Some(Positions::new(config.segment_bytes.max(segment.log.capacity())));
         *segment.seal_state.get_mut() = SealState::Active;
         *segment.sealed.get_mut() = false;
         segment.indexes_checked = AtomicBool::new(true);
