@@ -19,6 +19,10 @@ use crate::log::state::LogState;
 /// Bytes read at first for a batch (a larger one is read again whole): most messages' batches.
 const FIRST_READ_BYTES: u64 = 1024;
 
+/// The most bytes reserved at once from the caller's hint: it comes from sizes in derived files
+/// (a consume queue's entries), which may be damaged; the chunk grows past it as batches come.
+const MAX_RESERVED_BYTES: usize = 1 << 20;
+
 /// A record found: where its batch starts in the chunk, and the record decoded from it.
 struct Found {
     offset: u64,
@@ -53,15 +57,16 @@ impl Current {
 
 impl LogState {
     /// The records at `offsets` (best ascending: a batch is copied once for the offsets in a row
-    /// that it holds; `bytes_hint` is about the bytes of their batches), `None` for each the log does not hold (below its start, past its visible
-    /// end, removed by compaction). Damage is `Error::Corrupt`. Not for a read-only log (whose view
-    /// of the files may need taking again): its reads go through `LogReader`.
+    /// that it holds; `bytes_hint` is about the bytes of their batches, reserved up to 1 MiB),
+    /// `None` for each the log does not hold (below its start, past its visible end, removed by
+    /// compaction). Damage is `Error::Corrupt`. Not for a read-only log (whose view of the files
+    /// may need taking again): its reads go through `LogReader`.
     pub(crate) fn gather(&self, offsets: &[u64], bytes_hint: usize) -> Result<Vec<Option<RecordView>>> {
         debug_assert!(!self.is_read_only(), "a read-only log is read through LogReader");
         'attempt: for _ in 0..LOCATE_ATTEMPTS {
             let epoch = self.durability.truncations();
             let (start, upper) = (self.offsets.start(), self.offsets.visible());
-            let mut chunk = Vec::with_capacity(bytes_hint);
+            let mut chunk = Vec::with_capacity(bytes_hint.min(MAX_RESERVED_BYTES));
             let mut found = Vec::with_capacity(offsets.len());
             let mut current: Option<Current> = None;
             for &offset in offsets {
