@@ -19,6 +19,10 @@ use crate::log::state::LogState;
 /// Bytes read at first for a batch (a larger one is read again whole): most messages' batches.
 const FIRST_READ_BYTES: u64 = 1024;
 
+/// The most bytes reserved at once from the caller's hint: it comes from sizes in derived files
+/// (a consume queue's entries), which may be damaged; the chunk grows past it as batches come.
+const MAX_RESERVED_BYTES: usize = 1 << 20;
+
 /// A record found: where its batch starts in the chunk, and the record decoded from it.
 struct Found {
     offset: u64,
@@ -53,15 +57,16 @@ impl Current {
 
 impl LogState {
     /// The records at `offsets` (best ascending: a batch is copied once for the offsets in a row
-    /// that it holds; `bytes_hint` is about the bytes of their batches), `None` for each the log does not hold (below its start, past its visible
-    /// end, removed by compaction). Damage is `Error::Corrupt`. Not for a read-only log (whose view
-    /// of the files may need taking again): its reads go through `LogReader`.
+    /// that it holds; `bytes_hint` is about the bytes of their batches, reserved up to 1 MiB),
+    /// `None` for each the log does not hold (below its start, past its visible end, removed by
+    /// compaction). Damage is `Error::Corrupt`. Not for a read-only log (whose view of the files
+    /// may need taking again): its reads go through `LogReader`.
     pub(crate) fn gather(&self, offsets: &[u64], bytes_hint: usize) -> Result<Vec<Option<RecordView>>> {
         debug_assert!(!self.is_read_only(), "a read-only log is read through LogReader");
         'attempt: for _ in 0..LOCATE_ATTEMPTS {
             let epoch = self.durability.truncations();
             let (start, upper) = (self.offsets.start(), self.offsets.visible());
-            let mut chunk = Vec::with_capacity(bytes_hint);
+            let mut chunk = Vec::with_capacity(bytes_hint.min(MAX_RESERVED_BYTES));
             let mut found = Vec::with_capacity(offsets.len());
             let mut current: Option<Current> = None;
             for &offset in offsets {
@@ -245,5 +250,71 @@ mod tests {
         let log =
             Log::open(dir.path(), config()).expect("reopen (the damage is below the recovery point of a clean log)");
         assert!(matches!(log.gather(&[30], 0), Err(Error::Corrupt { .. })));
+    }
+
+    /// Whether a read of `offset` goes straight to its batch through its segment's position table.
+    fn noted(log: &Log, offset: u64) -> bool {
+        let segment = log.shared.segments.floor(offset).expect("a segment");
+        segment.copy_noted_batch(offset, 1024, &mut Vec::new()).is_some()
+    }
+
+    /// The active segment keeps a position table for what this process appends to it, also when
+    /// it was reopened (a restart) or cut (a truncation), not only when it was created.
+    #[test]
+    fn an_active_segment_reopened_or_cut_notes_its_new_batches() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = Log::open(dir.path(), config()).expect("open");
+        fill(&log, 300, 0);
+        assert!(noted(&log, 299), "appended to a segment created by this process");
+        log.close().expect("close");
+        let log = Log::open(dir.path(), config()).expect("reopen");
+        let segments = log.segment_count();
+        fill(&log, 303, 0);
+        assert_eq!(log.segment_count(), segments, "no roll: the reopened segment takes them");
+        assert!(!noted(&log, 299), "appended before the reopen: searched in the index");
+        assert!(noted(&log, 302), "appended to the reopened segment");
+        log.truncate_to(301).expect("truncate");
+        fill(&log, 304, 1);
+        assert_eq!(log.segment_count(), segments, "no roll: the cut segment takes them");
+        assert!(noted(&log, 303), "appended to the cut segment");
+        assert_eq!(gathered(&log, &[299, 302, 303]), [299, 302, 303].map(|o| Some(value(o, u8::from(o >= 301)))));
+    }
+
+    /// A batch whose base offset was damaged (it is not under the CRC, so only its neighbours tell)
+    /// where the position table points is `Error::Corrupt`, from a gather and from a read, as
+    /// the index lookup's walk finds it: never a panic (not even a debug assertion), never a
+    /// record returned under another record's offset.
+    #[test]
+    #[cfg(unix)]
+    fn a_damaged_base_offset_where_a_position_points_is_corrupt() {
+        use std::os::unix::fs::FileExt;
+
+        for (shift, name) in [(1_000, "far off"), (1, "still covering the offset read")] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let log = Log::open(dir.path(), config()).expect("open");
+            fill(&log, 40, 0);
+            let path = dir.path().join(crate::format::file_name(0, crate::format::LOG_SUFFIX));
+            let bytes = std::fs::read(&path).expect("read");
+            // The first batch of at least two records from offset 20 on (`fill`: 1 + offset % 3).
+            let mut at = 0;
+            let header = loop {
+                let header = crate::log::batch::BatchHeader::decode_from(&bytes[at..]).expect("a header");
+                if header.base_offset >= 20 && header.record_count >= 2 {
+                    break header;
+                }
+                at += header.size() as usize;
+            };
+            let target = header.base_offset + 1;
+            assert_eq!(gathered(&log, &[target]), [Some(value(target, 0))], "{name}: before the damage");
+            let file = std::fs::OpenOptions::new().write(true).open(&path).expect("open the .log");
+            let damaged = header.base_offset + shift;
+            file.write_all_at(&damaged.to_be_bytes(), (at + crate::format::BASE_OFFSET_POS) as u64).expect("damage");
+            let gathered =
+                log.gather(&[target], 0).map(|r| r.into_iter().flatten().map(|r| r.offset()).collect::<Vec<_>>());
+            assert!(matches!(gathered, Err(Error::Corrupt { .. })), "{name}: gathered {gathered:?}");
+            let read = log.read(target, 1 << 16).and_then(|mut records| records.next().transpose());
+            let read = read.map(|r| r.map(|r| (r.offset(), r.value().map(<[u8]>::to_vec))));
+            assert!(matches!(read, Err(Error::Corrupt { .. })), "{name}: read {read:?}");
+        }
     }
 }

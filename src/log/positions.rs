@@ -5,8 +5,10 @@
 //! as well; filled by the appender, read without a lock.
 //!
 //! A position is a hint, never trusted alone: the reader checks the batch header it finds there
-//! (base ≤ offset ≤ last) and falls back to the index when it does not hold the offset. The table
-//! belongs to one `LogSegment` object; a truncation or a compaction swap makes a new one.
+//! (it holds the offset, and its base and last offsets are the batch's as noted) and falls back
+//! to the index when it does not. The table belongs to one `LogSegment` object, made with it when
+//! it becomes the active segment (created, reopened, or cut by a truncation; a compaction swap's
+//! segments have none).
 //!
 //! Memory: 4 bytes per offset (1.5 % of a log of 260-byte records), in chunks allocated as the
 //! segment fills. The log keeps tables for its newest segments only ([`POSITION_TABLES`]).
@@ -64,6 +66,21 @@ impl Positions {
         let stored = chunk[(relative % CHUNK as u64) as usize].load(Ordering::Acquire);
         stored.checked_sub(1).map(u64::from)
     }
+
+    /// Whether the batch at `position` was noted as holding exactly relative offsets
+    /// `first..=last`: what the header read there must say. A batch's base offset is outside its
+    /// CRC, so a damaged one is told only by this (as a walk tells it by the batch before): one
+    /// covering the offset read, trusted, would return a neighbour's record under its offset.
+    pub(crate) fn noted_exactly(&self, first: u64, last: u64, position: u64) -> bool {
+        let at = Some(position);
+        // Positions differ between batches and each batch's offsets are noted together: both
+        // ends naming `position`, and neither neighbour, is the whole extent.
+        first <= last
+            && self.get(first) == at
+            && self.get(last) == at
+            && first.checked_sub(1).is_none_or(|before| self.get(before) != at)
+            && last.checked_add(1).is_none_or(|after| self.get(after) != at)
+    }
 }
 
 #[cfg(test)]
@@ -80,6 +97,10 @@ mod tests {
         assert_eq!(table.get(4), None, "not noted");
         assert_eq!(table.get(4100), Some(7_000), "a second chunk");
         assert_eq!(table.get(u64::MAX), None, "past the table");
+        assert!(table.noted_exactly(0, 0, 0) && table.noted_exactly(1, 3, 100), "as noted");
+        assert!(!table.noted_exactly(2, 4, 100), "a base offset moved up (damaged)");
+        assert!(!table.noted_exactly(1, 2, 100) && !table.noted_exactly(0, 3, 100), "other extents");
+        assert!(!table.noted_exactly(4100, 4100, 100), "another position");
     }
 
     #[test]

@@ -80,7 +80,8 @@ pub(crate) struct LogSegment {
     indexes_unusable: AtomicBool,
     index_interval_bytes: u64,
     /// Where each batch appended in this process starts (`positions.rs`): `Some` from creation
-    /// while the segment is one of the log's newest, `None` once the log drops it.
+    /// (or reopening as the active segment) while the segment is one of the log's newest, `None`
+    /// once the log drops it.
     positions: RwLock<Option<Positions>>,
 }
 
@@ -160,6 +161,9 @@ impl LogSegment {
         let mut segment = LogSegment::assemble(base_offset, log, offset_index, time_index, next_offset, None, config);
         *segment.short.get_mut() = short;
         *segment.writer.get_mut() = Some(segment.resume_writer()?);
+        // A table for what this process appends (the batches already there are searched in the
+        // index, as in any segment without one).
+        *segment.positions.get_mut() = Some(Positions::new(config.segment_bytes.max(segment.log.capacity())));
         *segment.seal_state.get_mut() = SealState::Active;
         *segment.sealed.get_mut() = false;
         segment.indexes_checked = AtomicBool::new(true);
@@ -617,13 +621,24 @@ impl LogSegment {
     }
 
     /// The batch holding `offset` where the position table says it starts, if it says so and the
-    /// header there agrees (base ≤ offset ≤ last); otherwise the caller searches the index.
+    /// header there agrees ([`LogSegment::noted_as`]); otherwise the caller searches the index.
     fn noted_batch(&self, offset: u64) -> Option<BatchPos> {
         let position = self.positions.read().as_ref()?.get(offset.checked_sub(self.base_offset)?)?;
         let header = self.header_at(position, self.size()).ok()?;
+        self.noted_as(&header, offset, position).then_some(BatchPos { position, expected: header.base_offset })
+    }
+
+    /// Whether `header`, read at `position` where the table says `offset`'s batch starts, is that
+    /// batch: it holds `offset`, and its base and last offsets are those noted at the append. Not
+    /// so only for a damaged file (a base offset is outside the CRC; the index lookup's walk then
+    /// tells it by the batch before) or a table dropped meanwhile: the caller searches the index.
+    fn noted_as(&self, header: &BatchHeader, offset: u64, position: u64) -> bool {
         let holds = header.base_offset <= offset && offset <= header.last_offset();
-        debug_assert!(holds, "a position noted at append names another batch");
-        holds.then_some(BatchPos { position, expected: header.base_offset })
+        let relative = |offset: u64| offset.checked_sub(self.base_offset);
+        let (Some(first), Some(last)) = (relative(header.base_offset), relative(header.last_offset())) else {
+            return false;
+        };
+        holds && self.positions.read().as_ref().is_some_and(|table| table.noted_exactly(first, last, position))
     }
 
     /// Forgets where the batches start (the log keeps that for its newest segments only).
@@ -716,7 +731,7 @@ impl LogSegment {
 
     /// Copies the batch holding `offset` into `out` where the position table says it starts, with
     /// one read of `window` bytes if it fits (two otherwise), if the table knows it and the header
-    /// there agrees (base ≤ offset ≤ last). Returns where it is (`expected`: its own base), or
+    /// there agrees ([`LogSegment::noted_as`]). Returns where it is (`expected`: its own base), or
     /// `None` (nothing copied): the caller locates it through the index.
     pub(crate) fn copy_noted_batch(&self, offset: u64, window: u64, out: &mut Vec<u8>) -> Option<BatchPos> {
         let position = self.positions.read().as_ref()?.get(offset.checked_sub(self.base_offset)?)?;
@@ -724,9 +739,7 @@ impl LogSegment {
         let first = available.min(window.max(BATCH_HEADER_LEN as u64)) as usize;
         let copy = |bytes: &[u8], out: &mut Vec<u8>| -> std::result::Result<BatchHeader, u64> {
             let Some(header) = BatchHeader::decode_from(bytes) else { return Err(0) };
-            let holds = header.base_offset <= offset && offset <= header.last_offset();
-            if header.check(available, None).is_err() || !holds {
-                debug_assert!(false, "a position noted at append names another batch");
+            if header.check(available, None).is_err() || !self.noted_as(&header, offset, position) {
                 return Err(0);
             }
             match bytes.get(..header.size() as usize) {
