@@ -239,12 +239,19 @@ impl MappedFile {
     /// (`examples/cq_entry_write.rs`); the log's segments keep `pwrite` (§5: stores of whole
     /// batches into fresh pages ran far slower). Only for a writable, mapped file whose every
     /// block is allocated: a store into a hole would fault for a block a full disk may not give
-    /// (SIGBUS); otherwise appends stay `pwrite`s. Before the file is shared.
+    /// (SIGBUS); otherwise appends stay `pwrite`s. And only on a file system that never copies a
+    /// block on write (ext4, tmpfs): on XFS with reflink, btrfs or APFS an allocated block another
+    /// file shares (a `cp` of the live file reflinks by default) needs a new one at the next
+    /// store, which a full disk turns into a SIGBUS where a `pwrite` fails with ENOSPC
+    /// (tests/store_cq_reflink_xfs.rs). Before the file is shared.
     pub(crate) fn with_mapped_appends(mut self) -> Result<MappedFile> {
         use std::os::unix::fs::MetadataExt as _;
         let path = self.path();
         let slot = Arc::get_mut(&mut self.slot).expect("mapped appends are chosen before anyone shares the file");
         let State::Writable { file, capacity, map: Some(map) } = slot.state.get_mut() else { return Ok(self) };
+        if !writes_in_place(file) {
+            return Ok(self);
+        }
         let allocated = file.metadata().map_err(Error::io("stat", &path))?.blocks().saturating_mul(512);
         if allocated < *capacity {
             return Ok(self);
@@ -763,6 +770,22 @@ impl MappedFile {
     }
 }
 
+/// Whether a write into an allocated block of `file` always stays in that block (never needs a new
+/// one): file systems without copy on write or shared extents. Others, and any doubt, say no.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn writes_in_place(file: &File) -> bool {
+    const EXT4_SUPER_MAGIC: u64 = 0xEF53;
+    const TMPFS_MAGIC: u64 = 0x0102_1994;
+    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)] // `f_type`'s type varies by target
+    rustix::fs::fstatfs(file).is_ok_and(|fs| matches!(fs.f_type as u64, EXT4_SUPER_MAGIC | TMPFS_MAGIC))
+}
+
+/// Elsewhere (APFS clones files; others are not known here): never.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn writes_in_place(_file: &File) -> bool {
+    false
+}
+
 /// Maps the first `len` bytes of `file` read-only, after checking the file holds them (a mapped
 /// read past a file's end is a SIGBUS). Appends use `pwrite`; the map is only read.
 fn map_read_only(path: &Path, file: &File, len: u64) -> Result<MmapRaw> {
@@ -833,8 +856,10 @@ mod tests {
             let dir = tempfile::tempdir().expect("tempdir");
             let path = dir.path().join("f.cq");
             let file = MappedFile::create(&path, 4096, reads, "").expect("create").with_mapped_appends().expect("map");
-            // Only a mapped file gets them (under `Pread` there is no map to store into).
-            assert_eq!(file.mapped_appends.load(Ordering::Relaxed), reads == ReadPath::Mmap);
+            // Only a mapped file gets them (under `Pread` there is no map to store into), on a file
+            // system that writes in place.
+            let in_place = writes_in_place(&File::open(&path).expect("open"));
+            assert_eq!(file.mapped_appends.load(Ordering::Relaxed), reads == ReadPath::Mmap && in_place);
             for i in 0..100u8 {
                 assert_eq!(file.append(&[i + 1; 20]).expect("append"), u64::from(i) * 20);
             }
@@ -864,7 +889,8 @@ mod tests {
         let path = dir.path().join("grown");
         let file =
             MappedFile::create(&path, 4096, ReadPath::Mmap, "").expect("create").with_mapped_appends().expect("map");
-        assert!(file.mapped_appends.load(Ordering::Relaxed));
+        let in_place = writes_in_place(&File::open(&path).expect("open"));
+        assert_eq!(file.mapped_appends.load(Ordering::Relaxed), in_place);
         file.grow(8192).expect("grow");
         assert!(!file.mapped_appends.load(Ordering::Relaxed), "the map is read-only again");
         file.append(&[7; 5000]).expect("pwrite past the old capacity");
