@@ -550,3 +550,45 @@ fn stale_checkpoint_replaced_at_open_then_oldest_cq_lost_after_a_crash() {
     let when = format!("{when}, a clean open, a crash, then rm {}", oldest.display());
     reopen_and_check(&root, &mut model, &when);
 }
+
+/// Another store's whole `index/` that fits every record this store keeps of its index: both
+/// stores index one key per message, so the entry the store checkpoint recorded for the first file
+/// (its count, and its log offset) is the other store's first file's too. After an unclean
+/// shutdown (a sealed file whose end is past the log's is left to the newest file's recovery)
+/// only the entries tell the files apart: their keys are not this log's messages' keys.
+fn index_dir_foreign_agreeing_with_the_checkpoint(how: Shutdown) {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    build_b(&b);
+    let mut model = Model::default();
+    let store = open(&a, "building the store");
+    for i in 0..30 {
+        let (topic, queue) = QUEUES[(i % 6) as usize];
+        model.put(&store, &Message::new(topic, queue, format!("A-{i}")).with_keys([format!("a{i}")]));
+    }
+    store.close().unwrap();
+    // The clean open writes no checkpoint: a crash copy keeps the close's, which records the index.
+    let store = open(&a, "building the store, second session");
+    let root = shut_down(store, &a, how);
+    replace_dir_with(&root.join("index"), &b.join("index"));
+    reopen_and_check(
+        &root,
+        &mut model,
+        &format!("index/ replaced by another store's agreeing with the checkpoint, {how}"),
+    );
+}
+
+#[test]
+fn index_dir_foreign_agreeing_with_the_checkpoint_clean_close() {
+    index_dir_foreign_agreeing_with_the_checkpoint(Shutdown::Close);
+}
+
+#[test]
+fn index_dir_foreign_agreeing_with_the_checkpoint_crash() {
+    index_dir_foreign_agreeing_with_the_checkpoint(Shutdown::Crash);
+}
+
+#[test]
+fn index_dir_foreign_agreeing_with_the_checkpoint_abort_marker() {
+    index_dir_foreign_agreeing_with_the_checkpoint(Shutdown::AbortMarker);
+}
