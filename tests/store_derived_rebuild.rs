@@ -23,10 +23,12 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::store_derived::{
-    CQ_ENTRY, Model, Shutdown, check_raw_index, check_store, checkpoint_file, cut, entry_position, fail_if, flip,
-    index_files, open, queue_dir, queue_files, replace_dir_with, replace_with, shut_down, slot_position, write_garbage,
+    CQ_ENTRY, Model, Shutdown, check_raw_index, check_store, checkpoint_file, config, cut, entry_position, fail_if,
+    flip, index_files, open, queue_dir, queue_files, replace_dir_with, replace_with, shut_down, slot_position,
+    write_garbage,
 };
 use strata_log::internals::inspect::store::{StoreDump, dump_store_file};
+use strata_log::internals::inspect::{RecoverOptions, recover_store};
 use strata_log::{Message, MessageStore};
 
 const QUEUES: [(&str, u32); 6] = [("t", 0), ("t", 1), ("t", 2), ("u", 0), ("u", 1), ("u", 2)];
@@ -591,4 +593,37 @@ fn index_dir_foreign_agreeing_with_the_checkpoint_crash() {
 #[test]
 fn index_dir_foreign_agreeing_with_the_checkpoint_abort_marker() {
     index_dir_foreign_agreeing_with_the_checkpoint(Shutdown::AbortMarker);
+}
+
+/// `store recover` keeps the numbering a queue's own files hold where retention removed its
+/// messages, but not from another store's file: one whose entry at the last queue offset the store
+/// checkpoint recorded holds another log offset, and whose entries all point below the log's start
+/// (no message left to tell it by), does not raise the queue's numbering.
+#[test]
+fn store_recover_takes_no_numbering_from_another_stores_cq_below_the_log_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    build_b(&b);
+    let mut model = Model::default();
+    let store = open(&a, "building the store");
+    for i in 0..4 {
+        model.put(&store, &Message::new(TOPIC, QUEUE, format!("A-{i}")));
+    }
+    for i in 4..200 {
+        model.put(&store, &Message::new("u", 0, format!("A-{i}-{}", "x".repeat(100))));
+    }
+    let start = store.delete_messages_before(150).unwrap();
+    model.start = start;
+    store.close().unwrap();
+    let file = queue_files(&a, TOPIC, QUEUE).remove(0);
+    replace_with(&file, &b.join(file.strip_prefix(&a).unwrap()));
+    let foreign = match dump_store_file(&file).unwrap() {
+        Some(StoreDump::ConsumeQueue(dump)) => dump.entries,
+        other => panic!("not a consume queue: {other:?}"),
+    };
+    assert!(foreign.len() > 4, "precondition: the other store's file holds more of t/0 ({})", foreign.len());
+    assert!(foreign.iter().all(|e| e.log_offset < start), "precondition: its entries all point below {start}");
+    let outcome = recover_store(&a, config(), RecoverOptions::default()).unwrap();
+    assert!(!outcome.refused && outcome.queue_offsets_cut.is_empty());
+    reopen_and_check(&a, &mut model, "consumequeue/t/0's first file replaced by another store's, store recover");
 }
