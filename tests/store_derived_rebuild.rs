@@ -627,3 +627,49 @@ fn store_recover_takes_no_numbering_from_another_stores_cq_below_the_log_start()
     assert!(!outcome.refused && outcome.queue_offsets_cut.is_empty());
     reopen_and_check(&a, &mut model, "consumequeue/t/0's first file replaced by another store's, store recover");
 }
+
+/// A queue whose first file is lost after a crash, its entries all dispatched after the store
+/// checkpoint (which records the queue as empty, or at an offset whose messages retention removed,
+/// or not at all): nothing the checkpoint recorded is missing, yet the queue starts past its
+/// numbering recorded with its first message in the log, and its lost entries' messages may be
+/// there too. It is rebuilt, not kept short.
+fn first_cq_lost_after_the_checkpoint(recorded: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a");
+    let mut model = Model::default();
+    let store = open(&a, "building the store");
+    if recorded {
+        for i in 0..2 {
+            model.put(&store, &Message::new(TOPIC, QUEUE, format!("early-{i}")));
+        }
+    }
+    for i in 0..60 {
+        model.put(&store, &Message::new("u", 0, format!("u-{i}-{}", "x".repeat(100))));
+    }
+    if recorded {
+        model.start = store.delete_messages_before(40).unwrap();
+        assert!(model.start >= 2, "precondition: retention removed t/0's first messages (start {})", model.start);
+    }
+    store.close().unwrap();
+    // The clean open writes no checkpoint: the crash copy keeps the close's, from before t/0's
+    // next 10 messages (two files of 8).
+    let store = open(&a, "building the store, second session");
+    for i in 0..10 {
+        model.put(&store, &Message::new(TOPIC, QUEUE, format!("later-{i}")));
+    }
+    let root = shut_down(store, &a, Shutdown::Crash);
+    let first = queue_files(&root, TOPIC, QUEUE).remove(0);
+    std::fs::remove_file(&first).unwrap();
+    let when = format!("t/0 recorded: {recorded}, a crash, rm {}", first.display());
+    reopen_and_check(&root, &mut model, &when);
+}
+
+#[test]
+fn first_cq_lost_after_the_checkpoint_queue_unrecorded() {
+    first_cq_lost_after_the_checkpoint(false);
+}
+
+#[test]
+fn first_cq_lost_after_the_checkpoint_queue_recorded_below_the_log_start() {
+    first_cq_lost_after_the_checkpoint(true);
+}
