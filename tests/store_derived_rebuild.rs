@@ -673,3 +673,39 @@ fn first_cq_lost_after_the_checkpoint_queue_unrecorded() {
 fn first_cq_lost_after_the_checkpoint_queue_recorded_below_the_log_start() {
     first_cq_lost_after_the_checkpoint(true);
 }
+
+/// A queue left with nothing but its numbering (retention removed its messages, then its files
+/// were lost: it is listed empty at its floor) keeps that numbering when the store checkpoint is
+/// replaced by another store's that does not name it: the checkpoint is found stale (its records
+/// of the other queues do not fit), so its silence about the queue says nothing.
+#[test]
+fn queue_empty_at_its_floor_kept_when_another_stores_checkpoint_does_not_name_it() {
+    for how in [Shutdown::Close, Shutdown::Crash, Shutdown::AbortMarker] {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, c) = (dir.path().join("a"), dir.path().join("c"));
+        // The other store: a few messages of u/0 only (none of its queues ahead of this one's).
+        let other = open(&c, "building the other store");
+        for i in 0..5 {
+            other.put(&Message::new("u", 0, format!("C-{i}"))).unwrap();
+        }
+        other.close().unwrap();
+        let mut model = Model::default();
+        let store = open(&a, "building the store");
+        for i in 0..3 {
+            model.put(&store, &Message::new(TOPIC, QUEUE, format!("early-{i}")));
+        }
+        for i in 0..60 {
+            model.put(&store, &Message::new("u", 0, format!("u-{i}-{}", "x".repeat(100))));
+        }
+        model.start = store.delete_messages_before(40).unwrap();
+        assert!(model.start >= 3, "precondition: retention removed t/0's messages (start {})", model.start);
+        store.close().unwrap();
+        std::fs::remove_dir_all(queue_dir(&a, TOPIC, QUEUE)).unwrap();
+        let store = open(&a, "t/0's files lost: listed empty at its floor");
+        fail_if(check_store(&store, &model), "t/0 empty at its floor");
+        let root = shut_down(store, &a, how);
+        replace_with(&checkpoint_file(&root), &checkpoint_file(&c));
+        let when = format!("t/0 empty at its floor 3, store.checkpoint replaced by another store's, {how}");
+        reopen_and_check(&root, &mut model, &when);
+    }
+}

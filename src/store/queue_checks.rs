@@ -85,12 +85,15 @@ pub(crate) fn check(
     }
     let mut named = QueueMap::default();
     summaries.iter().for_each(|s| named.insert(&s.topic, s.queue_id, ()));
+    // Not named by the checkpoint (a named queue whose record the log did not confirm, its tail
+    // lost, is the checkpoint's all the same).
+    let unrecorded = |topic: &str, queue_id: u32| named.get(topic, queue_id).is_none();
+    // Known stale before any queue is judged by what the checkpoint does not name.
+    checks.stale_record |= summarised
+        && queues.all().iter().any(|(t, q, queue)| unrecorded(t, *q) && queue.min_offset() != queue.max_offset());
     for (topic, queue_id, queue) in queues.all() {
-        // Not named by the checkpoint (a named queue whose record the log did not confirm, its
-        // tail lost, is the checkpoint's all the same).
-        let unrecorded = named.get(&topic, queue_id).is_none();
+        let unrecorded = unrecorded(&topic, queue_id);
         let empty = queue.min_offset() == queue.max_offset();
-        checks.stale_record |= unrecorded && summarised && !empty;
         // A queue a checkpoint naming every queue does not name was made after it: its entries
         // are for messages dispatched after it, at or past its offset.
         let before_its_time = unrecorded
@@ -107,11 +110,14 @@ pub(crate) fn check(
             checks.refill(&topic, queue_id, 0);
             continue;
         }
-        if empty && unrecorded && (queue.max_offset() == 0 || summarised) {
+        if empty && unrecorded && (queue.max_offset() == 0 || (summarised && !checks.stale_record)) {
             // No entry, and no record of it in a checkpoint that records every queue: nothing says
             // this store ever had the queue (another store's directory, cut to nothing). Its
             // messages, if any, are dispatched again. (Without such a checkpoint an empty queue
-            // further on carries its numbering: kept, so no offset is handed out twice.)
+            // further on carries its numbering: kept, so no offset is handed out twice. So it is
+            // with a checkpoint found stale, a backup's or another store's: it does not know
+            // every queue, and the queue may be all that is left of a numbering retention
+            // emptied.)
             tracing::warn!(topic, queue_id, "empty consume queue the store checkpoint does not know: removed");
             queues.remove_damaged(&topic, queue_id)?;
             continue;
