@@ -23,10 +23,12 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::store_derived::{
-    CQ_ENTRY, Model, Shutdown, check_raw_index, check_store, checkpoint_file, cut, entry_position, fail_if, flip,
-    index_files, open, queue_dir, queue_files, replace_dir_with, replace_with, shut_down, slot_position, write_garbage,
+    CQ_ENTRY, Model, Shutdown, check_raw_index, check_store, checkpoint_file, config, cut, entry_position, fail_if,
+    flip, index_files, open, queue_dir, queue_files, replace_dir_with, replace_with, shut_down, slot_position,
+    write_garbage,
 };
 use strata_log::internals::inspect::store::{StoreDump, dump_store_file};
+use strata_log::internals::inspect::{RecoverOptions, recover_store};
 use strata_log::{Message, MessageStore};
 
 const QUEUES: [(&str, u32); 6] = [("t", 0), ("t", 1), ("t", 2), ("u", 0), ("u", 1), ("u", 2)];
@@ -549,4 +551,161 @@ fn stale_checkpoint_replaced_at_open_then_oldest_cq_lost_after_a_crash() {
     std::fs::remove_file(&oldest).unwrap();
     let when = format!("{when}, a clean open, a crash, then rm {}", oldest.display());
     reopen_and_check(&root, &mut model, &when);
+}
+
+/// Another store's whole `index/` that fits every record this store keeps of its index: both
+/// stores index one key per message, so the entry the store checkpoint recorded for the first file
+/// (its count, and its log offset) is the other store's first file's too. After an unclean
+/// shutdown (a sealed file whose end is past the log's is left to the newest file's recovery)
+/// only the entries tell the files apart: their keys are not this log's messages' keys.
+fn index_dir_foreign_agreeing_with_the_checkpoint(how: Shutdown) {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    build_b(&b);
+    let mut model = Model::default();
+    let store = open(&a, "building the store");
+    for i in 0..30 {
+        let (topic, queue) = QUEUES[(i % 6) as usize];
+        model.put(&store, &Message::new(topic, queue, format!("A-{i}")).with_keys([format!("a{i}")]));
+    }
+    store.close().unwrap();
+    // The clean open writes no checkpoint: a crash copy keeps the close's, which records the index.
+    let store = open(&a, "building the store, second session");
+    let root = shut_down(store, &a, how);
+    replace_dir_with(&root.join("index"), &b.join("index"));
+    reopen_and_check(
+        &root,
+        &mut model,
+        &format!("index/ replaced by another store's agreeing with the checkpoint, {how}"),
+    );
+}
+
+#[test]
+fn index_dir_foreign_agreeing_with_the_checkpoint_clean_close() {
+    index_dir_foreign_agreeing_with_the_checkpoint(Shutdown::Close);
+}
+
+#[test]
+fn index_dir_foreign_agreeing_with_the_checkpoint_crash() {
+    index_dir_foreign_agreeing_with_the_checkpoint(Shutdown::Crash);
+}
+
+#[test]
+fn index_dir_foreign_agreeing_with_the_checkpoint_abort_marker() {
+    index_dir_foreign_agreeing_with_the_checkpoint(Shutdown::AbortMarker);
+}
+
+/// `store recover` keeps the numbering a queue's own files hold where retention removed its
+/// messages, but not from another store's file: one whose entry at the last queue offset the store
+/// checkpoint recorded holds another log offset, and whose entries all point below the log's start
+/// (no message left to tell it by), does not raise the queue's numbering.
+#[test]
+fn store_recover_takes_no_numbering_from_another_stores_cq_below_the_log_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    build_b(&b);
+    let mut model = Model::default();
+    let store = open(&a, "building the store");
+    for i in 0..4 {
+        model.put(&store, &Message::new(TOPIC, QUEUE, format!("A-{i}")));
+    }
+    for i in 4..200 {
+        model.put(&store, &Message::new("u", 0, format!("A-{i}-{}", "x".repeat(100))));
+    }
+    let start = store.delete_messages_before(150).unwrap();
+    model.start = start;
+    store.close().unwrap();
+    let file = queue_files(&a, TOPIC, QUEUE).remove(0);
+    replace_with(&file, &b.join(file.strip_prefix(&a).unwrap()));
+    let foreign = match dump_store_file(&file).unwrap() {
+        Some(StoreDump::ConsumeQueue(dump)) => dump.entries,
+        other => panic!("not a consume queue: {other:?}"),
+    };
+    assert!(foreign.len() > 4, "precondition: the other store's file holds more of t/0 ({})", foreign.len());
+    assert!(foreign.iter().all(|e| e.log_offset < start), "precondition: its entries all point below {start}");
+    let outcome = recover_store(&a, config(), RecoverOptions::default()).unwrap();
+    assert!(!outcome.refused && outcome.queue_offsets_cut.is_empty());
+    reopen_and_check(&a, &mut model, "consumequeue/t/0's first file replaced by another store's, store recover");
+}
+
+/// A queue whose first file is lost after a crash, its entries all dispatched after the store
+/// checkpoint (which records the queue as empty, or at an offset whose messages retention removed,
+/// or not at all): nothing the checkpoint recorded is missing, yet the queue starts past its
+/// numbering recorded with its first message in the log, and its lost entries' messages may be
+/// there too. It is rebuilt, not kept short.
+fn first_cq_lost_after_the_checkpoint(recorded: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a");
+    let mut model = Model::default();
+    let store = open(&a, "building the store");
+    if recorded {
+        for i in 0..2 {
+            model.put(&store, &Message::new(TOPIC, QUEUE, format!("early-{i}")));
+        }
+    }
+    for i in 0..60 {
+        model.put(&store, &Message::new("u", 0, format!("u-{i}-{}", "x".repeat(100))));
+    }
+    if recorded {
+        model.start = store.delete_messages_before(40).unwrap();
+        assert!(model.start >= 2, "precondition: retention removed t/0's first messages (start {})", model.start);
+    }
+    store.close().unwrap();
+    // The clean open writes no checkpoint: the crash copy keeps the close's, from before t/0's
+    // next 10 messages (two files of 8).
+    let store = open(&a, "building the store, second session");
+    for i in 0..10 {
+        model.put(&store, &Message::new(TOPIC, QUEUE, format!("later-{i}")));
+    }
+    let root = shut_down(store, &a, Shutdown::Crash);
+    let first = queue_files(&root, TOPIC, QUEUE).remove(0);
+    std::fs::remove_file(&first).unwrap();
+    let when = format!("t/0 recorded: {recorded}, a crash, rm {}", first.display());
+    reopen_and_check(&root, &mut model, &when);
+}
+
+#[test]
+fn first_cq_lost_after_the_checkpoint_queue_unrecorded() {
+    first_cq_lost_after_the_checkpoint(false);
+}
+
+#[test]
+fn first_cq_lost_after_the_checkpoint_queue_recorded_below_the_log_start() {
+    first_cq_lost_after_the_checkpoint(true);
+}
+
+/// A queue left with nothing but its numbering (retention removed its messages, then its files
+/// were lost: it is listed empty at its floor) keeps that numbering when the store checkpoint is
+/// replaced by another store's that does not name it: the checkpoint is found stale (its records
+/// of the other queues do not fit), so its silence about the queue says nothing.
+#[test]
+fn queue_empty_at_its_floor_kept_when_another_stores_checkpoint_does_not_name_it() {
+    for how in [Shutdown::Close, Shutdown::Crash, Shutdown::AbortMarker] {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, c) = (dir.path().join("a"), dir.path().join("c"));
+        // The other store: a few messages of u/0 only (none of its queues ahead of this one's).
+        let other = open(&c, "building the other store");
+        for i in 0..5 {
+            other.put(&Message::new("u", 0, format!("C-{i}"))).unwrap();
+        }
+        other.close().unwrap();
+        let mut model = Model::default();
+        let store = open(&a, "building the store");
+        for i in 0..3 {
+            model.put(&store, &Message::new(TOPIC, QUEUE, format!("early-{i}")));
+        }
+        for i in 0..60 {
+            model.put(&store, &Message::new("u", 0, format!("u-{i}-{}", "x".repeat(100))));
+        }
+        model.start = store.delete_messages_before(40).unwrap();
+        assert!(model.start >= 3, "precondition: retention removed t/0's messages (start {})", model.start);
+        store.close().unwrap();
+        std::fs::remove_dir_all(queue_dir(&a, TOPIC, QUEUE)).unwrap();
+        let store = open(&a, "t/0's files lost: listed empty at its floor");
+        fail_if(check_store(&store, &model), "t/0 empty at its floor");
+        let root = shut_down(store, &a, how);
+        replace_with(&checkpoint_file(&root), &checkpoint_file(&c));
+        let when = format!("t/0 empty at its floor 3, store.checkpoint replaced by another store's, {how}");
+        reopen_and_check(&root, &mut model, &when);
+    }
 }

@@ -15,6 +15,7 @@ use crate::format::{LOCK_FILE, STORE_COMMIT_LOG_DIR, STORE_CONSUME_QUEUE_DIR, ST
 use crate::log::Log;
 use crate::storage;
 use crate::store::checkpoint::{self, Checkpoint, QueueSummary};
+use crate::store::consume_queue::{ConsumeQueue, Entry};
 use crate::store::message::StoredMessage;
 use crate::store::message_reader::MessageReader;
 use crate::store::queues::Queues;
@@ -101,7 +102,8 @@ pub fn recover_store(root: &Path, config: StoreConfig, options: RecoverOptions) 
 }
 
 /// What each queue's own files say of it below `log_next` (its numbering, as a checkpoint
-/// records it: the rebuild must not lose it where retention removed the messages), and per queue
+/// records it: the rebuild must not lose it where retention removed the messages; files that
+/// contradict the store checkpoint's record of the queue say nothing of it), and per queue
 /// the queue offsets whose entries point at or past `log_next` (what a cut of the commit log
 /// there removed).
 fn queues_below(root: &Path, config: &StoreConfig, log_next: u64) -> Result<(Vec<QueueSummary>, Vec<QueueOffsetsCut>)> {
@@ -112,6 +114,7 @@ fn queues_below(root: &Path, config: &StoreConfig, log_next: u64) -> Result<(Vec
     let (queues, _) = Queues::open(&dir, config.queue_entries_per_file, config.log.read_path, None)?;
     let log = Log::open_read_only(root.join(STORE_COMMIT_LOG_DIR), config.log.clone())?;
     let mut reader = MessageReader::new(&log);
+    let checkpointed = checkpoint::read(root)?;
     let (mut numbering, mut cut) = (Vec::new(), Vec::new());
     for (topic, queue_id, queue) in queues.all() {
         // Entries that break the queue's rules (garbage, a torn tail) say nothing of its numbering:
@@ -131,6 +134,20 @@ fn queues_below(root: &Path, config: &StoreConfig, log_next: u64) -> Result<(Vec
         };
         let (first_log_offset, last_log_offset) = (log_offset_at(Some(min))?, log_offset_at(next.checked_sub(1))?);
         let next_queue_offset = next.max(min);
+        let record = checkpointed.queues.iter().find(|s| s.topic == topic && s.queue_id == queue_id);
+        if let Some(record) = record
+            && let Some(fault) = contradicts(&queue, (min, next), record, checkpointed.dispatched_up_to)?
+        {
+            // Where retention removed the messages, no log read can tell another store's file;
+            // the store checkpoint's record of the queue can, as the open judges it.
+            tracing::warn!(
+                topic,
+                queue_id,
+                fault,
+                "a consume queue's files do not fit the store checkpoint: their numbering is not kept"
+            );
+            continue;
+        }
         // Its last entry must point at its own message (unless retention removed it): a file that
         // is another store's, or garbage that keeps the rules, says nothing of this numbering.
         if let (Some(last), Some(q)) = (last_log_offset, next.checked_sub(1))
@@ -152,6 +169,35 @@ fn queues_below(root: &Path, config: &StoreConfig, log_next: u64) -> Result<(Vec
         });
     }
     Ok((numbering, cut))
+}
+
+/// Why the queue's entries in `[min, next)` cannot be the queue the checkpoint's `record` (taken
+/// with `dispatched_up_to`) describes, if they cannot: the entry at the last queue offset recorded
+/// holds another log offset (a placeholder, size 1, may have replaced a removed message's entry
+/// in a rebuild), or an entry past it is for a message at or below the last recorded one, or
+/// below the checkpoint. Files only grow past a record, and retention removes whole files from
+/// their front: a queue that is this store's agrees with its record wherever both speak.
+fn contradicts(
+    queue: &ConsumeQueue,
+    (min, next): (u64, u64),
+    record: &QueueSummary,
+    dispatched_up_to: u64,
+) -> Result<Option<&'static str>> {
+    let at = |q: u64| -> Result<Option<Entry>> {
+        Ok(if (min..next).contains(&q) { queue.get(q).ok().flatten().filter(|entry| entry.size != 1) } else { None })
+    };
+    let Some(last) = record.next_queue_offset.checked_sub(1) else { return Ok(None) };
+    if let (Some(entry), Some(recorded)) = (at(last)?, record.last_log_offset)
+        && entry.log_offset != recorded
+    {
+        return Ok(Some("the entry at the last queue offset recorded holds another log offset"));
+    }
+    if let Some(after) = at(record.next_queue_offset)?
+        && (after.log_offset < dispatched_up_to || record.last_log_offset.is_some_and(|l| after.log_offset <= l))
+    {
+        return Ok(Some("an entry past the numbering recorded points before the checkpoint"));
+    }
+    Ok(None)
 }
 
 /// `kept` (the checkpoint's records) with `found` (the queues' own), the further on of the two

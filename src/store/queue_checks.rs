@@ -7,7 +7,8 @@
 //! A queue that fails is rebuilt by dispatch before `open` returns: one that is missing, or
 //! shorter than the checkpoint recorded, is refilled from after its last entry (from the log's
 //! start if it has none); one whose entries belong to other messages (another store's copy, a
-//! garbled file) is removed and built again from the log's start. The checkpoint's record of a
+//! garbled file), or that lost first entries dispatched after the checkpoint, is removed and
+//! built again from the log's start. The checkpoint's record of a
 //! queue, checked against the log, is its floor: no queue offset below it is handed out again,
 //! even when retention removed the messages a rebuild would need.
 
@@ -84,33 +85,39 @@ pub(crate) fn check(
     }
     let mut named = QueueMap::default();
     summaries.iter().for_each(|s| named.insert(&s.topic, s.queue_id, ()));
+    // Not named by the checkpoint (a named queue whose record the log did not confirm, its tail
+    // lost, is the checkpoint's all the same).
+    let unrecorded = |topic: &str, queue_id: u32| named.get(topic, queue_id).is_none();
+    // Known stale before any queue is judged by what the checkpoint does not name.
+    checks.stale_record |= summarised
+        && queues.all().iter().any(|(t, q, queue)| unrecorded(t, *q) && queue.min_offset() != queue.max_offset());
     for (topic, queue_id, queue) in queues.all() {
-        // Not named by the checkpoint (a named queue whose record the log did not confirm, its
-        // tail lost, is the checkpoint's all the same).
-        let unrecorded = named.get(&topic, queue_id).is_none();
+        let unrecorded = unrecorded(&topic, queue_id);
         let empty = queue.min_offset() == queue.max_offset();
-        checks.stale_record |= unrecorded && summarised && !empty;
         // A queue a checkpoint naming every queue does not name was made after it: its entries
         // are for messages dispatched after it, at or past its offset.
         let before_its_time = unrecorded
             && summarised
             && !empty
             && queue.get(queue.min_offset()).ok().flatten().is_some_and(|entry| entry.log_offset < from);
-        if before_its_time {
-            tracing::warn!(
-                topic,
-                queue_id,
-                "consume queue the store checkpoint does not know, with entries before it: removed"
-            );
+        // Made after it, the queue began at offset 0: first entries it lost were for messages
+        // past the checkpoint, which the log may still hold.
+        let lost_first = unrecorded && summarised && !empty && lost_after(&queue, 0, (log.start_offset(), from))?;
+        if before_its_time || lost_first {
+            let reason = if before_its_time { "it has entries before the checkpoint" } else { LOST_AFTER };
+            tracing::warn!(topic, queue_id, reason, "consume queue the store checkpoint does not know: rebuilt");
             queues.remove_damaged(&topic, queue_id)?;
             checks.refill(&topic, queue_id, 0);
             continue;
         }
-        if empty && unrecorded && (queue.max_offset() == 0 || summarised) {
+        if empty && unrecorded && (queue.max_offset() == 0 || (summarised && !checks.stale_record)) {
             // No entry, and no record of it in a checkpoint that records every queue: nothing says
             // this store ever had the queue (another store's directory, cut to nothing). Its
             // messages, if any, are dispatched again. (Without such a checkpoint an empty queue
-            // further on carries its numbering: kept, so no offset is handed out twice.)
+            // further on carries its numbering: kept, so no offset is handed out twice. So it is
+            // with a checkpoint found stale, a backup's or another store's: it does not know
+            // every queue, and the queue may be all that is left of a numbering retention
+            // emptied.)
             tracing::warn!(topic, queue_id, "empty consume queue the store checkpoint does not know: removed");
             queues.remove_damaged(&topic, queue_id)?;
             continue;
@@ -298,6 +305,9 @@ fn summary_fault(
         // start: these pointed at messages the log still holds.
         return Ok(Some("it lost its first entries, not to retention"));
     }
+    if lost_after(queue, summary.next_queue_offset, (log_start, checkpointed))? {
+        return Ok(Some(LOST_AFTER));
+    }
     let log_offset_at = |q: u64| -> Result<Option<u64>> {
         Ok(if (min..max).contains(&q) { queue.get(q)?.map(|entry| entry.log_offset) } else { None })
     };
@@ -336,6 +346,30 @@ fn summary_fault(
         return Ok(Some("its last entry points outside the log offsets recorded"));
     }
     Ok(None)
+}
+
+/// Why [`lost_after`] condemns a queue.
+const LOST_AFTER: &str = "it starts past the numbering recorded, its first entry past the checkpoint";
+
+/// Whether the queue starts past `next_recorded` (what the store checkpoint, taken at log offset
+/// `checkpointed`, records of its numbering: 0 for a queue made after it) and so lost the entries
+/// between, which were dispatched after the checkpoint (for messages at or past `checkpointed`)
+/// and below its first entry's message: retention removes a queue's files only once the log's
+/// start passed every entry in them, so if the log may hold one of those messages (its start is
+/// below the first entry's message, and so is the checkpoint), they were lost, not retained
+/// away. Which of them the log holds no cheap check can tell: the queue is rebuilt (a false
+/// alarm, a file retention removed after the checkpoint, costs work, never data).
+fn lost_after(queue: &ConsumeQueue, next_recorded: u64, (log_start, checkpointed): (u64, u64)) -> Result<bool> {
+    let min = queue.min_offset();
+    if min <= next_recorded || min >= queue.max_offset() {
+        return Ok(false);
+    }
+    let first = match queue.get(min) {
+        Ok(entry) => entry.map(|entry| entry.log_offset),
+        Err(Error::Corrupt { .. }) => None, // the end entries' check condemns it
+        Err(error) => return Err(error),
+    };
+    Ok(first.is_some_and(|first| checkpointed.max(log_start) < first))
 }
 
 /// Why the queue's first or last entry does not point at its own message, if one does not: the

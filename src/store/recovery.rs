@@ -2,7 +2,9 @@
 //! consume queues are loaded and checked, cheaply, whatever the shutdown was: a missing or damaged
 //! derived file is rebuilt from the commit log (`queue_checks.rs` for the queues; the index's
 //! headers, slot bounds and the entries the store checkpoint recorded). Only after an unclean
-//! shutdown (`abort` present) is the newest index file checked entry by entry and cut. Dispatch
+//! shutdown (`abort` present) is the newest index file checked entry by entry and cut. Then a few
+//! entries and messages of each index file are checked against the log (another store's sound
+//! files fit every other check), and a mismatch rebuilds the index too. Dispatch
 //! then reaches the log's end before `open` returns, retention's leftovers are deleted, and
 //! consumer offsets past the end of a queue that was cut or rebuilt are clamped to it.
 
@@ -19,9 +21,11 @@ use crate::store::config::StoreConfig;
 use crate::store::consumer_offsets::ConsumerOffsets;
 use crate::store::dispatch::BroadcastingOutput;
 use crate::store::dispatcher::{IndexBuilder, QueueBuilder};
-use crate::store::index::IndexFiles;
+use crate::store::index::{IndexFiles, key_hash};
 use crate::store::long_poll::LongPolls;
 use crate::store::maintenance::Maintenance;
+use crate::store::message::StoredMessage;
+use crate::store::message_reader::MessageReader;
 use crate::store::meta;
 use crate::store::metrics::Counters;
 use crate::store::progress::Progress;
@@ -72,8 +76,8 @@ struct Derived {
 }
 
 /// Loads the index and the consume queues, checks them (cheaply: `queue_checks.rs`, and the
-/// index's headers, slot bounds and checkpointed entries) against the store checkpoint and the
-/// log, and lowers the checkpoint to where dispatch must start again to rebuild what failed.
+/// index's headers, slot bounds, checkpointed entries and a few entries and messages of each file)
+/// against the store checkpoint and the log, and lowers the checkpoint to where dispatch must start again to rebuild what failed.
 fn load_derived(root: &Path, config: &StoreConfig, log: &Log, unclean: bool) -> Result<Derived> {
     let (log_start, log_next) = (log.start_offset(), log.next_offset());
     let usable = checkpoint::read_usable(root)?;
@@ -82,7 +86,7 @@ fn load_derived(root: &Path, config: &StoreConfig, log: &Log, unclean: bool) -> 
     let checkpoint_lost = usable.is_none();
     let checkpointed = usable.unwrap_or_default();
     let mut from = checkpointed.dispatched_up_to.min(log_next);
-    let (index, index_rebuilt) = open_index(root, config, &checkpointed, (log_start, log_next), unclean)?;
+    let (mut index, index_rebuilt) = open_index(root, config, &checkpointed, (log_start, log_next), unclean)?;
     let queue_dir = root.join(STORE_CONSUME_QUEUE_DIR);
     let queues_existed = queue_dir.is_dir();
     let (queues, discarded) =
@@ -97,7 +101,7 @@ fn load_derived(root: &Path, config: &StoreConfig, log: &Log, unclean: bool) -> 
     if let Some(refill_from) = checks.refill_from {
         from = from.min(refill_from.max(log_start));
     }
-    let rebuilt = index_rebuilt || !queues_existed || discarded > 0;
+    let mut rebuilt = index_rebuilt || !queues_existed || discarded > 0;
     if rebuilt && log_start < log_next {
         tracing::warn!(root = %root.display(), from = log_start, "rebuilding consume queues and index from the commit log");
         from = log_start;
@@ -126,6 +130,14 @@ fn load_derived(root: &Path, config: &StoreConfig, log: &Log, unclean: bool) -> 
                 "index files past the store checkpoint removed in recovery"
             );
         }
+    }
+    if !index_rebuilt && let Some(fault) = index_against_log(&index, log)? {
+        // Sound files, but not this log's (another store's `index/`): only their entries tell.
+        tracing::warn!(fault, "the index does not match the commit log: it is rebuilt from the commit log");
+        drop(index);
+        index = rebuild_index(root, config)?;
+        rebuilt = true;
+        from = log_start;
     }
     let from = from.max(log_start);
     if from < checkpointed.dispatched_up_to {
@@ -205,8 +217,27 @@ fn open_index(
         Err(error) => return Err(error),
     };
     tracing::warn!(fault, "the index is damaged: it is rebuilt from the commit log");
+    Ok((rebuild_index(root, config)?, true))
+}
+
+/// Discards every index file (the caller dropped its `IndexFiles`) and opens the empty set, which
+/// dispatch fills from the log's start.
+fn rebuild_index(root: &Path, config: &StoreConfig) -> Result<IndexFiles> {
+    let dir = root.join(STORE_INDEX_DIR);
     IndexFiles::discard(&dir)?;
-    Ok((open()?, true))
+    IndexFiles::open_budgeted(&dir, config.index_slots, config.index_entries, config.log.map_budget.clone())
+}
+
+/// Why `index` is not `log`'s, if it is not (`IndexFiles::check_against_log`: a few entries and
+/// messages of each file, one log read each).
+fn index_against_log(index: &IndexFiles, log: &Log) -> Result<Option<String>> {
+    let mut reader = MessageReader::new(log);
+    let mut keys_at = |log_offset: u64| -> Result<Option<Vec<u32>>> {
+        let Some(record) = reader.read(log_offset, || 1)? else { return Ok(None) };
+        let hashes = |m: StoredMessage| m.keys().iter().map(|key| key_hash(m.topic(), key)).collect();
+        Ok(StoredMessage::decode(record).ok().map(hashes))
+    };
+    index.check_against_log((log.start_offset(), log.next_offset()), &mut keys_at)
 }
 
 impl StoreState {

@@ -6,6 +6,7 @@
 //! Each header's end is its last entry's log offset, below the log's end (the rest of the header
 //! was checked when the files were opened). Damage in the middle of the entries is
 //! no cheap check's to find: `strata verify` finds it, and every query re-checks each message's key.
+//! Files that pass, sound but another store's, are found by their entries (`log_check.rs`).
 
 use std::sync::Arc;
 

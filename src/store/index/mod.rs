@@ -51,6 +51,10 @@
 //! - `files.rs`: [`IndexFiles`], the set of them (RocketMQ's `IndexService`): puts and rolls,
 //!   queries across the files, retention.
 //! - `recover.rs`: recovery after an unclean shutdown, of one file and of the set.
+//! - `check.rs`: the cheap structural check an open makes of the files (headers, slots, the
+//!   entries the store checkpoint recorded).
+//! - `log_check.rs`: the open's check of a few entries and messages of each file against the
+//!   commit log (another store's sound files are this store's to no other check).
 //! - `read_only.rs`: [`ReadOnlyIndex`], the index as a process that does not own it reads it (no
 //!   lock, no file changed, `pread`; it finds what the owner's last flush wrote).
 //! - `tests.rs`: the tests of the files and of the set (the codecs' and the active state's are
@@ -61,6 +65,7 @@ mod check;
 mod file;
 mod files;
 mod layout;
+mod log_check;
 mod read_only;
 mod recover;
 
