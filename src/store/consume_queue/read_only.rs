@@ -8,8 +8,11 @@
 //! and found again at each [`ReadOnlyQueue::refresh`].
 //!
 //! What a reader beside a live appender can see, and how it reads it:
-//! - The owner writes its entries with `pwrite`, in queue order, each copied in byte order. Once a
-//!   slot is seen non-zero, every entry before it is whole, and a later read sees it whole: of the
+//! - The owner stores its entries through a writable map of the file (with `pwrite` where it
+//!   cannot: see `MappedFile::with_mapped_appends`), in queue order; the bytes of one entry may
+//!   land in any order (a `memcpy`). Once a slot is seen non-zero, every entry before it is whole
+//!   (stores become visible in program order on x86-64, where this is tested), and a later read
+//!   sees it whole: of the
 //!   entries a refresh found, only the last (the tail) may be partly written. Reads come after the
 //!   refresh that found the end, so below the tail they read whole entries.
 //! - A tail entry breaking an entry rule (`Entry::check`: size 0, a log offset not above the one
