@@ -314,9 +314,7 @@ impl StoreState {
                         // from this message, read from the log.
                         progress.advance(log_offset);
                         state.cursor.seek(log_offset);
-                        Counters::add(&self.counters.dispatch_failures, 1);
-                        progress.fail(error.to_string());
-                        return Err(Error::DispatchFailed { log_offset, reason: error.to_string() });
+                        return Err(self.put_dispatch_failed(log_offset, &error));
                     }
                     self.counters.dispatch_lag(clock.now_ms() - info.append_time_ms);
                 }
@@ -326,6 +324,14 @@ impl StoreState {
             }
         }
         self.dispatch_through(info.last_offset)
+    }
+
+    /// A put's dispatch failed at `log_offset`: counted, told to the waiters (the dispatcher thread
+    /// retries), and the put's error.
+    fn put_dispatch_failed(&self, log_offset: u64, error: &Error) -> Error {
+        Counters::add(&self.counters.dispatch_failures, 1);
+        self.progress.fail(error.to_string());
+        Error::DispatchFailed { log_offset, reason: error.to_string() }
     }
 
     /// Dispatches everything visible, on the caller's thread (`open`, before it returns, and `close`).
@@ -349,9 +355,7 @@ impl StoreState {
                 return Ok(());
             }
             if let Err(error) = self.dispatch_visible(&mut state) {
-                Counters::add(&self.counters.dispatch_failures, 1);
-                progress.fail(error.to_string());
-                return Err(Error::DispatchFailed { log_offset, reason: error.to_string() });
+                return Err(self.put_dispatch_failed(log_offset, &error));
             }
         }
         if progress.dispatched() > log_offset {
