@@ -7,15 +7,19 @@
 //! appender waiting for durability under `Always`), a truncation or reset, a call that failed
 //! (it may have poisoned the log), a background thread that poisoned it, the close, and a
 //! registration (which runs what is decided already). One thread runs callbacks at a time (the
-//! run lock, only ever *tried*, so a callback that calls the log cannot deadlock on it), each
-//! outside the queue's lock, so a callback may register another; a thread that finds the run
-//! lock taken leaves the work to its holder, who looks again after letting go of it, so nothing
-//! is left waiting.
+//! run lock, never waited for longer than a millisecond, so a callback that calls the log cannot
+//! deadlock on it), each outside the queue's lock, so a callback may register another. A run
+//! takes only the callbacks registered before it started; a thread that finds the run lock taken
+//! waits briefly for its holder to hand it over, else leaves the work to the holder, who looks
+//! again after letting go of it: nothing is left waiting, and no thread is kept running callbacks
+//! others keep registering.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
 
@@ -38,9 +42,20 @@ pub(crate) struct Callbacks {
     registered: AtomicU64,
     /// The log closed: nothing pending can become durable any more.
     closed: AtomicBool,
-    /// Held while callbacks run. Only ever taken with `try_lock`, so it sits outside the lock
-    /// order: callbacks under it may take any lock of the log.
+    /// Held while callbacks run. Never waited for longer than [`HANDOVER`], so it sits outside
+    /// the lock order: callbacks under it may take any lock of the log.
     running: Mutex<()>,
+    /// A registrant found the run lock taken and left its work to the holder.
+    missed: AtomicBool,
+}
+
+/// How long a thread waits for another to hand over the run of callbacks.
+const HANDOVER: Duration = Duration::from_millis(1);
+
+thread_local! {
+    /// Whether this thread is running callbacks (one that registers another must not wait for
+    /// the run lock it holds).
+    static RUNNING_HERE: Cell<bool> = const { Cell::new(false) };
 }
 
 impl Callbacks {
@@ -69,15 +84,28 @@ impl Callbacks {
     /// Runs, in offset order, every callback whose fate is decided: `fate(epoch, last_offset)` is
     /// the outcome, or `None` while it must wait. Stops at the first that must wait. Returns how
     /// many ran.
+    ///
+    /// A run takes only what was registered before it started, so a thread that keeps registering
+    /// callbacks whose fate is decided (of a truncated batch, say) cannot keep another in here for
+    /// ever: a registrant that finds the run lock taken waits up to [`HANDOVER`] for it (the
+    /// holder lets go fairly, so it gets it) and runs its own; if the wait ends first, or the
+    /// holder is its own thread (a callback registering another), it marks the work missed and
+    /// the holder takes another turn after letting go.
     pub(crate) fn run(&self, fate: impl Fn(u64, u64) -> Option<Result<()>>) -> usize {
         let mut ran = 0;
+        let Some(mut running) = self.take_run_lock() else { return ran };
         loop {
-            let Some(_running) = self.running.try_lock() else { return ran };
+            let limit = self.registered.load(Ordering::SeqCst);
+            RUNNING_HERE.with(|here| here.set(true));
             loop {
                 let next = {
                     let mut pending = self.pending.lock();
                     let Some(entry) = pending.first_entry() else { break };
-                    let (last_offset, _) = *entry.key();
+                    let (last_offset, number) = *entry.key();
+                    if number >= limit {
+                        // Its registrant runs it (it waits for this lock, or marks it missed).
+                        break;
+                    }
                     let decided = fate(entry.get().epoch, last_offset);
                     decided.map(|outcome| {
                         self.count.fetch_sub(1, Ordering::SeqCst);
@@ -92,12 +120,36 @@ impl Callbacks {
                 }
                 ran += 1;
             }
-            drop(_running);
-            // Work that arrived while the run lock was held, and that its registrant left to us.
-            if !self.head_decided(&fate) {
+            RUNNING_HERE.with(|here| here.set(false));
+            MutexGuard::unlock_fair(running);
+            // Work a registrant left to us, if nobody has taken the lock since.
+            if !(self.missed.swap(false, Ordering::SeqCst) && self.head_decided(&fate)) {
                 return ran;
             }
+            let Some(again) = self.running.try_lock() else {
+                self.missed.store(true, Ordering::SeqCst);
+                return ran;
+            };
+            running = again;
         }
+    }
+
+    /// The run lock: at once, or after waiting up to [`HANDOVER`] for its holder to let go;
+    /// `None` (the work marked missed, for the holder) if it does not, or if this thread holds it.
+    fn take_run_lock(&self) -> Option<MutexGuard<'_, ()>> {
+        if let Some(running) = self.running.try_lock() {
+            return Some(running);
+        }
+        if !RUNNING_HERE.with(Cell::get)
+            && let Some(running) = self.running.try_lock_for(HANDOVER)
+        {
+            return Some(running);
+        }
+        self.missed.store(true, Ordering::SeqCst);
+        // The holder may have let go between the wait and the mark: look once more.
+        self.running.try_lock().inspect(|_| {
+            self.missed.store(false, Ordering::SeqCst);
+        })
     }
 
     /// Whether the first pending callback's fate is decided.

@@ -37,8 +37,11 @@ impl LogState {
         let left = || timeout.map(|t| t.saturating_sub(started.elapsed()));
         let durability = &self.durability;
         loop {
+            // The durable offset read before the cuts: a reset past the end notes its cut, then
+            // raises the offsets, so an offset raised by it is seen with its cut.
+            let durable = self.offsets.durable();
             self.check_truncated(epoch, offset)?;
-            if self.offsets.durable() > offset {
+            if durable > offset {
                 return Ok(());
             }
             if left().is_some_and(|l| l.is_zero()) {
@@ -97,8 +100,10 @@ impl LogState {
             durability.wait_until_interruptible(left, interrupt, || {
                 self.offsets.visible() > offset || durability.truncations() != seen
             })?;
+            // Read before the cuts, as in `wait_durable_interruptible`.
+            let visible = self.offsets.visible();
             self.check_truncated(epoch, offset)?;
-            if self.offsets.visible() > offset {
+            if visible > offset {
                 return Ok(());
             }
         }

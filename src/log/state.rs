@@ -200,10 +200,13 @@ impl LogState {
             return;
         }
         self.callbacks.run(|epoch, last_offset| {
+            // The durable offset read before the cuts: a reset past the end notes its cut, then
+            // raises the offsets, so an offset raised by it is seen with its cut, never alone.
+            let durable = self.offsets.durable();
             if self.durability.lowest_cut_since(epoch).is_some_and(|cut| last_offset >= cut) {
                 return Some(Err(Error::Truncated { next_offset: self.offsets.next() }));
             }
-            if self.offsets.durable() > last_offset {
+            if durable > last_offset {
                 Some(Ok(()))
             } else if self.durability.is_poisoned() {
                 Some(Err(Error::Poisoned))
