@@ -294,8 +294,12 @@ pub const STORE_META_LEN: usize = STORE_META_CRC_POS + 4;
 const _: () = assert!(STORE_META_CRC_POS == 30 && STORE_META_LEN == 34);
 /// The shortest `store.meta` of any version: magic, version, CRC.
 pub const STORE_META_MIN_LEN: usize = STORE_META_VERSION_POS + 2 + 4;
-/// The store format features this build knows (`features` bits): none yet.
-pub const STORE_META_KNOWN_FEATURES: u64 = 0;
+/// `store.meta` feature bit: the store's messages may be in the compact encoding
+/// ([`MESSAGE_FIELDS_HEADER`]); a build that does not know it must not read the store's records.
+/// Set at the first writer open of this encoding's builds, before any message is put.
+pub const STORE_FEATURE_COMPACT_MESSAGES: u64 = 1 << 0;
+/// The store format features this build knows (`features` bits).
+pub const STORE_META_KNOWN_FEATURES: u64 = STORE_FEATURE_COMPACT_MESSAGES;
 /// The message store's commit log directory (`<root>/commitlog/`).
 pub const STORE_COMMIT_LOG_DIR: &str = "commitlog";
 /// The message store's consume queues (`<root>/consumequeue/<topic>/<queue_id>/`).
@@ -309,8 +313,20 @@ pub const OFFSETS_FILE: &str = "offsets.json";
 pub const OFFSETS_BACKUP_FILE: &str = "offsets.json.bak";
 /// The `version` field [`OFFSETS_FILE`] is written with, and the only one read.
 pub const OFFSETS_VERSION: u64 = 1;
-/// Record headers the message store writes on each message (docs/DESIGN.md §11, docs/FORMAT.md
-/// "Message records"). A user property may not take a name with this prefix.
+/// The name of the first header of a message record in the compact encoding (docs/FORMAT.md
+/// "Message records"): empty, which no user property can have. Its value holds the store's fields.
+pub const MESSAGE_FIELDS_HEADER: &str = "";
+/// The first byte of the compact fields: their version (1 is the named-header encoding below).
+pub const MESSAGE_FIELDS_VERSION: u8 = 2;
+/// Compact fields flag: a tag follows the topic.
+pub const MESSAGE_FIELDS_TAG: u8 = 1 << 0;
+/// Compact fields flag: a born timestamp follows (the tag).
+pub const MESSAGE_FIELDS_BORN: u8 = 1 << 1;
+/// Compact fields: bytes before the topic (version, flags, queue id u32, queue offset u64,
+/// topic length u8).
+pub const MESSAGE_FIELDS_FIXED_LEN: usize = 1 + 1 + 4 + 8 + 1;
+/// Record headers of the named-header encoding (fields version 1), which stores wrote before the
+/// compact one and which is still read. A user property may not take a name with this prefix.
 pub const MESSAGE_HEADER_PREFIX: &str = "strata.";
 /// The topic, UTF-8.
 pub const MESSAGE_TOPIC_HEADER: &str = "strata.topic";

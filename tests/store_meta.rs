@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex};
 use byteorder::{BigEndian, ByteOrder};
 use strata_log::internals::format::{
     ATTRIBUTES_POS, BATCH_LENGTH_POS, CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, CRC_POS, LOG_OVERHEAD, META_CRC_POS,
-    META_FEATURES_POS, META_FILE, STORE_META_CRC_POS, STORE_META_FEATURES_POS, STORE_META_FILE,
-    STORE_META_INDEX_ENTRIES_POS, STORE_META_INDEX_SLOTS_POS, STORE_META_QUEUE_ENTRIES_POS, STORE_META_VERSION,
-    STORE_META_VERSION_POS,
+    META_FEATURES_POS, META_FILE, STORE_FEATURE_COMPACT_MESSAGES, STORE_META_CRC_POS, STORE_META_FEATURES_POS,
+    STORE_META_FILE, STORE_META_INDEX_ENTRIES_POS, STORE_META_INDEX_SLOTS_POS, STORE_META_QUEUE_ENTRIES_POS,
+    STORE_META_VERSION, STORE_META_VERSION_POS,
 };
 use strata_log::{Error, FlushPolicy, LogConfig, Message, MessageStore, StoreConfig};
 
@@ -89,6 +89,32 @@ fn a_new_store_records_its_parameters() {
     let config = StoreConfig::default().with_recorded_parameters(root.path()).unwrap();
     assert_eq!((config.queue_entries_per_file, config.index_slots, config.index_entries), (100, 64, 256));
     assert_eq!(config.log.segment_bytes, 1 << 20, "the commit log's recorded parameters too");
+}
+
+fn features(root: &Path) -> u64 {
+    BigEndian::read_u64(&std::fs::read(root.join(STORE_META_FILE)).unwrap()[STORE_META_FEATURES_POS..])
+}
+
+/// Builds before the compact message encoding knew no feature bit and refuse a store whose
+/// `store.meta` has one: a new store records the encoding at once, and a store those builds made
+/// gets it at its first writer open (not at a read-only one), before any put.
+#[test]
+fn the_compact_message_encoding_is_recorded_before_any_put() {
+    let root = tempfile::tempdir().unwrap();
+    MessageStore::open(root.path(), small()).unwrap().close().unwrap();
+    assert_eq!(features(root.path()), STORE_FEATURE_COMPACT_MESSAGES, "a new store, before any put");
+    store_of(root.path(), 3, small());
+    let path = root.path().join(STORE_META_FILE);
+    edit(&path, STORE_META_CRC_POS, |b| b[STORE_META_FEATURES_POS + 7] = 0);
+    let read_only = MessageStore::open_read_only(root.path(), small()).unwrap();
+    assert_eq!(read_only.get_messages("orders", 0, 0, 10, None).unwrap().messages.len(), 3);
+    drop(read_only);
+    assert_eq!(features(root.path()), 0, "a read-only open writes nothing");
+    let store = MessageStore::open(root.path(), small()).unwrap();
+    assert_eq!(features(root.path()), STORE_FEATURE_COMPACT_MESSAGES, "recorded at the writer open");
+    assert_eq!(recorded(root.path()), (100, 64, 256), "the parameters kept");
+    store.put(&Message::new("orders", 0, "m3")).unwrap();
+    assert_eq!(store.get_messages("orders", 0, 0, 10, None).unwrap().messages.len(), 4);
 }
 
 #[test]

@@ -96,10 +96,10 @@ fn batches() -> Vec<Vec<Expected>> {
                 queue_id,
                 queue_offset: *queue_offset,
                 body: format!("body-{n:03}").into_bytes(),
-                tag: (n % 2 == 0).then(|| format!("tag-{}", n % 3)),
+                tag: n.is_multiple_of(2).then(|| format!("tag-{}", n % 3)),
                 keys,
                 born: (n % 4 != 3).then(|| START_MS - 1000 + n as i64),
-                property: (n % 5 == 0).then(|| ("source".to_owned(), format!("web-{n}").into_bytes())),
+                property: n.is_multiple_of(5).then(|| ("source".to_owned(), format!("web-{n}").into_bytes())),
             });
             *queue_offset += 1;
             n += 1;
@@ -221,7 +221,10 @@ fn check_reads(store: &MessageStore, expected: &[Expected]) {
         let got = store.get_messages(topic, *queue_id, 0, 100, None).unwrap();
         assert_eq!(got.messages.len(), messages.len(), "{topic} queue {queue_id}");
         for (stored, m) in got.messages.iter().zip(messages) {
-            assert_eq!((stored.topic(), stored.queue_id(), stored.queue_offset()), (m.topic, m.queue_id, m.queue_offset));
+            assert_eq!(
+                (stored.topic(), stored.queue_id(), stored.queue_offset()),
+                (m.topic, m.queue_id, m.queue_offset)
+            );
             assert_eq!(stored.body(), &m.body[..]);
             assert_eq!(stored.tag(), m.tag.as_deref());
             assert_eq!(stored.keys(), &m.keys[..]);

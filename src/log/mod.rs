@@ -66,7 +66,7 @@ mod state;
 mod syncer;
 mod time_index;
 mod truncate;
-mod varint;
+pub(crate) mod varint;
 pub(crate) mod walk;
 mod zero_ahead;
 

@@ -14,15 +14,19 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::Mutex;
 
 use byteorder::{BigEndian, ByteOrder};
 
 use crate::error::{Corruption, Error, Result};
 use crate::format::{
     CQ_ENTRY_LEN, CQ_SUFFIX, INDEX_FILE_MAX_SLOTS, INDEX_FILE_SUFFIX, STORE_COMMIT_LOG_DIR, STORE_CONSUME_QUEUE_DIR,
-    STORE_INDEX_DIR, STORE_META_CRC_POS, STORE_META_FEATURES_POS, STORE_META_FILE, STORE_META_INDEX_ENTRIES_POS,
-    STORE_META_INDEX_SLOTS_POS, STORE_META_KNOWN_FEATURES, STORE_META_LEN, STORE_META_MAGIC, STORE_META_MIN_LEN,
-    STORE_META_QUEUE_ENTRIES_POS, STORE_META_VERSION, STORE_META_VERSION_POS, parse_file_name,
+    STORE_FEATURE_COMPACT_MESSAGES, STORE_INDEX_DIR, STORE_META_CRC_POS, STORE_META_FEATURES_POS, STORE_META_FILE,
+    STORE_META_INDEX_ENTRIES_POS, STORE_META_INDEX_SLOTS_POS, STORE_META_KNOWN_FEATURES, STORE_META_LEN,
+    STORE_META_MAGIC, STORE_META_MIN_LEN, STORE_META_QUEUE_ENTRIES_POS, STORE_META_VERSION, STORE_META_VERSION_POS,
+    parse_file_name,
 };
 use crate::storage;
 use crate::store::config::StoreConfig;
@@ -93,9 +97,10 @@ pub struct StoreMeta {
 }
 
 impl StoreMeta {
-    /// What a writer records for `parameters`.
+    /// What a writer records for `parameters`: this build's version, and the compact message
+    /// encoding its puts write.
     fn of(parameters: StoreParameters) -> StoreMeta {
-        StoreMeta { version: STORE_META_VERSION, features: 0, parameters }
+        StoreMeta { version: STORE_META_VERSION, features: STORE_FEATURE_COMPACT_MESSAGES, parameters }
     }
 
     /// The file's bytes.
@@ -216,14 +221,19 @@ fn parameters(root: &Path, config: &StoreConfig) -> Result<(StoreParameters, Ori
 /// A writer's open, under the commit log's lock and before any derived file is opened: `config`
 /// with the parameters the store records (each value of `config` that differs replaced, in one
 /// `info` line); a store without `store.meta` gets one, from its files or else from `config`
-/// (logged), written atomically and durably. Call [`check`] first, before anything is created.
-pub(crate) fn settle(root: &Path, config: StoreConfig) -> Result<StoreConfig> {
+/// (logged), written atomically and durably, and one without the compact-messages feature gets it
+/// (logged). Call [`check`] first, before anything is created. The guard says whether the feature
+/// is recorded (a full disk postpones it: puts record it first).
+pub(crate) fn settle(root: &Path, config: StoreConfig) -> Result<(StoreConfig, FormatGuard)> {
     let given = StoreParameters::of(&config);
     let (parameters, origin) = parameters(root, &config)?;
-    match origin {
-        Origin::Recorded => {}
+    let recorded = match origin {
+        Origin::Recorded => match check(root)? {
+            Some(meta) if meta.features & STORE_FEATURE_COMPACT_MESSAGES != 0 => true,
+            _ => record_compact(root, parameters)?,
+        },
         Origin::Inferred(from) => record(root, parameters, &from)?,
-    }
+    };
     let replaced = given.replaced_by(&parameters);
     if !replaced.is_empty() {
         tracing::info!(
@@ -232,11 +242,61 @@ pub(crate) fn settle(root: &Path, config: StoreConfig) -> Result<StoreConfig> {
             "the store's files are made with other parameters than its config asks for: using the store's"
         );
     }
-    Ok(parameters.apply(config))
+    let guard = FormatGuard { recorded: AtomicBool::new(recorded), writing: Mutex::new(()), parameters };
+    Ok((parameters.apply(config), guard))
 }
 
-/// Writes `store.meta` for `parameters` (inferred from `from`, or the config's if empty).
-fn record(root: &Path, parameters: StoreParameters, from: &[PathBuf]) -> Result<()> {
+/// Whether `store.meta` records the compact message encoding, which every put writes: an older
+/// build must refuse the store before it meets a record it would take for a foreign one.
+pub(crate) struct FormatGuard {
+    recorded: AtomicBool,
+    writing: Mutex<()>,
+    parameters: StoreParameters,
+}
+
+impl FormatGuard {
+    /// Before a put: records the feature if the open could not (a full disk then fails the put,
+    /// which needed the disk anyway). One atomic load once it is recorded.
+    pub(crate) fn ensure(&self, root: &Path) -> Result<()> {
+        if self.recorded.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let _writing = self.writing.lock();
+        if self.recorded.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        storage::write_atomically(root, STORE_META_FILE, &StoreMeta::of(self.parameters).encode())?;
+        self.recorded.store(true, Ordering::Release);
+        Ok(())
+    }
+}
+
+/// Rewrites the `store.meta` of a store made by a build before the compact message encoding,
+/// with the feature added; `false` if the disk is full (logged; puts try again).
+fn record_compact(root: &Path, parameters: StoreParameters) -> Result<bool> {
+    tracing::info!(
+        root = %root.display(),
+        "recording the compact message encoding in store.meta: builds that do not know it refuse this store from now on"
+    );
+    postpone_if_full(storage::write_atomically(root, STORE_META_FILE, &StoreMeta::of(parameters).encode()))
+}
+
+/// `Ok(true)` if written, `Ok(false)` if the disk is full (logged: a store on a full disk must
+/// still open, so messages can be deleted to make room).
+fn postpone_if_full(written: Result<()>) -> Result<bool> {
+    match written {
+        Ok(()) => Ok(true),
+        Err(error @ Error::DiskFull { .. }) => {
+            tracing::warn!(%error, "could not write store.meta; the next open (or put) tries again");
+            Ok(false)
+        }
+        Err(other) => Err(other),
+    }
+}
+
+/// Writes `store.meta` for `parameters` (inferred from `from`, or the config's if empty);
+/// `false` if the disk is full.
+fn record(root: &Path, parameters: StoreParameters, from: &[PathBuf]) -> Result<bool> {
     let StoreParameters { queue_entries_per_file, index_slots, index_entries } = parameters;
     let from: Vec<String> = from.iter().map(|p| p.display().to_string()).collect();
     let source = if from.is_empty() { "the config".to_owned() } else { from.join(", ") };
@@ -244,15 +304,8 @@ fn record(root: &Path, parameters: StoreParameters, from: &[PathBuf]) -> Result<
         root = %root.display(), queue_entries_per_file, index_slots, index_entries, from = %source,
         "writing store.meta"
     );
-    match storage::write_atomically(root, STORE_META_FILE, &StoreMeta::of(parameters).encode()) {
-        // A store on a full disk must still open (so messages can be deleted to make room): the
-        // next writer open infers the same parameters from the files this one makes.
-        Err(error @ Error::DiskFull { .. }) => {
-            tracing::warn!(%error, "could not write store.meta; the next open tries again");
-            Ok(())
-        }
-        other => other,
-    }
+    // On a full disk the next writer open infers the same parameters from the files this one makes.
+    postpone_if_full(storage::write_atomically(root, STORE_META_FILE, &StoreMeta::of(parameters).encode()))
 }
 
 /// What a store made before `store.meta` existed was made with, as its files show, starting from

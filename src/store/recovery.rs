@@ -44,7 +44,7 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> Result<StoreState> {
     // The log's directory lock keeps a second store (or log) out.
     let log = Log::open(root.join(STORE_COMMIT_LOG_DIR), config.log.clone())?;
     // Under that lock, before any derived file: the parameters the store's files are made with.
-    let config = meta::settle(root, config)?;
+    let (config, format) = meta::settle(root, config)?;
     let aborted = checkpoint::mark_open(root)?;
     crate::failpoint::crash_point!("store_after_abort_created");
     // `abort` goes last at a clean close (after the log closed): without it, everything was
@@ -54,7 +54,7 @@ pub(crate) fn open(root: &Path, config: StoreConfig) -> Result<StoreState> {
     let rebuilt = std::mem::take(&mut derived.checks.rebuilt);
     let offsets = ConsumerOffsets::load(root)?;
     let cursor = log.cursor(from)?;
-    let inner = assemble(root, config, log, derived, offsets, cursor);
+    let inner = assemble(root, config, log, derived, offsets, cursor, format);
     inner.finish_open(recovered, &rebuilt)?;
     tracing::info!(
         root = %inner.root.display(), queues = inner.queues.count(), index_files = inner.index.file_count(),
@@ -165,6 +165,7 @@ fn assemble(
     derived: Derived,
     offsets: ConsumerOffsets,
     cursor: Cursor,
+    format: meta::FormatGuard,
 ) -> StoreState {
     let Derived { queues, index, from, checks, .. } = derived;
     let (queues, index) = (Arc::new(queues), Arc::new(index));
@@ -180,6 +181,7 @@ fn assemble(
     StoreState {
         root: root.to_path_buf(),
         config,
+        format,
         log,
         puts: PutSequencer::with_floors(checks.floors),
         dispatch: Dispatching::new(cursor, output, replay_end),

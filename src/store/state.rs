@@ -43,6 +43,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, MutexGuard};
 
+use crate::store::meta::FormatGuard;
+
 use crate::error::Result;
 use crate::log::{Cursor, Log};
 use crate::store::config::StoreConfig;
@@ -61,6 +63,8 @@ use crate::store::sequencer::PutSequencer;
 pub(crate) struct StoreState {
     pub(super) root: PathBuf,
     pub(super) config: StoreConfig,
+    /// Whether `store.meta` records the message encoding puts write.
+    pub(super) format: FormatGuard,
     pub(super) log: Log,
     pub(super) puts: PutSequencer,
     pub(super) dispatch: Dispatching,
