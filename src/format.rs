@@ -278,7 +278,7 @@ pub const STORE_META_VERSION: u16 = 1;
 /// Position of `version u16`.
 pub const STORE_META_VERSION_POS: usize = STORE_META_MAGIC.len();
 /// Position of `features u64`: a bit per optional store format feature in use. A bit this build
-/// does not know refuses the store at open. No feature is defined yet.
+/// does not know refuses the store at open. Bit 0: [`STORE_FEATURE_COMPACT_MESSAGES`].
 pub const STORE_META_FEATURES_POS: usize = STORE_META_VERSION_POS + 2;
 /// Position of `queue_entries_per_file u64`: entries of each new `.cq` file.
 pub const STORE_META_QUEUE_ENTRIES_POS: usize = STORE_META_FEATURES_POS + 8;

@@ -7,12 +7,13 @@
 //! appender waiting for durability under `Always`), a truncation or reset, a call that failed
 //! (it may have poisoned the log), a background thread that poisoned it, the close, and a
 //! registration (which runs what is decided already). One thread runs callbacks at a time (the
-//! run lock, never waited for longer than a millisecond, so a callback that calls the log cannot
-//! deadlock on it), each outside the queue's lock, so a callback may register another. A run
-//! takes only the callbacks registered before it started; a thread that finds the run lock taken
-//! waits briefly for its holder to hand it over, else leaves the work to the holder, who looks
-//! again after letting go of it: nothing is left waiting, and no thread is kept running callbacks
-//! others keep registering.
+//! run lock, never waited for longer than a millisecond, and only by a registration, so a
+//! callback that calls the log cannot deadlock on it), each outside the queue's lock, so a
+//! callback may register another. A run takes only the callbacks registered before it started; a
+//! registration that finds the run lock taken waits briefly for its holder to hand it over, and
+//! any thread that does not get it leaves the work to the holder, who looks again after letting
+//! go of it: nothing is left waiting, and no thread is kept running callbacks others keep
+//! registering.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -87,13 +88,16 @@ impl Callbacks {
     ///
     /// A run takes only what was registered before it started, so a thread that keeps registering
     /// callbacks whose fate is decided (of a truncated batch, say) cannot keep another in here for
-    /// ever: a registrant that finds the run lock taken waits up to [`HANDOVER`] for it (the
-    /// holder lets go fairly, so it gets it) and runs its own; if the wait ends first, or the
-    /// holder is its own thread (a callback registering another), it marks the work missed and
-    /// the holder takes another turn after letting go.
-    pub(crate) fn run(&self, fate: impl Fn(u64, u64) -> Option<Result<()>>) -> usize {
+    /// ever: a `registrant` that finds the run lock taken waits up to [`HANDOVER`] for it (the
+    /// holder lets go fairly, so it gets it) and runs its own. Anyone else (the syncer, a round's
+    /// leader, a truncation), or a registrant whose wait ends first or whose own thread holds the
+    /// lock (a callback registering another), marks the work missed and the holder takes another
+    /// turn after letting go.
+    pub(crate) fn run(&self, registrant: bool, fate: impl Fn(u64, u64) -> Option<Result<()>>) -> usize {
         let mut ran = 0;
-        let Some(mut running) = self.take_run_lock() else { return ran };
+        let Some(mut running) = self.take_run_lock(registrant) else { return ran };
+        // A callback of another log may run this one's: the flag is put back as it was.
+        let outer = RUNNING_HERE.with(Cell::get);
         loop {
             let limit = self.registered.load(Ordering::SeqCst);
             RUNNING_HERE.with(|here| here.set(true));
@@ -120,7 +124,7 @@ impl Callbacks {
                 }
                 ran += 1;
             }
-            RUNNING_HERE.with(|here| here.set(false));
+            RUNNING_HERE.with(|here| here.set(outer));
             MutexGuard::unlock_fair(running);
             // Work a registrant left to us, if nobody has taken the lock since.
             if !(self.missed.swap(false, Ordering::SeqCst) && self.head_decided(&fate)) {
@@ -134,13 +138,15 @@ impl Callbacks {
         }
     }
 
-    /// The run lock: at once, or after waiting up to [`HANDOVER`] for its holder to let go;
-    /// `None` (the work marked missed, for the holder) if it does not, or if this thread holds it.
-    fn take_run_lock(&self) -> Option<MutexGuard<'_, ()>> {
+    /// The run lock: at once, or (a `registrant` on a thread running no callbacks) after waiting
+    /// up to [`HANDOVER`] for its holder to let go; `None` (the work marked missed, for the
+    /// holder) otherwise.
+    fn take_run_lock(&self, registrant: bool) -> Option<MutexGuard<'_, ()>> {
         if let Some(running) = self.running.try_lock() {
             return Some(running);
         }
-        if !RUNNING_HERE.with(Cell::get)
+        if registrant
+            && !RUNNING_HERE.with(Cell::get)
             && let Some(running) = self.running.try_lock_for(HANDOVER)
         {
             return Some(running);

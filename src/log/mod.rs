@@ -397,7 +397,7 @@ impl Log {
         shared.callbacks.register(info.last_offset, info.truncation_epoch, Box::new(callback));
         // Decided already (durable, or cut by a truncation): runs here. Else the round asked for
         // runs it.
-        shared.run_callbacks();
+        shared.run_callbacks_as(true);
         if shared.offsets.durable() <= info.last_offset {
             shared.durability.request_sync();
         }

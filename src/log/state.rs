@@ -196,10 +196,16 @@ impl LogState {
     /// caller holds no lock of the log: after a sync round it led, after a truncation, at close,
     /// after an operation that may have poisoned the log, and at registration.
     pub(crate) fn run_callbacks(&self) {
+        self.run_callbacks_as(false);
+    }
+
+    /// [`LogState::run_callbacks`] by a thread that just registered one (it may wait briefly for
+    /// the run to be handed over: `callbacks.rs`).
+    pub(crate) fn run_callbacks_as(&self, registrant: bool) {
         if !self.callbacks.any() {
             return;
         }
-        self.callbacks.run(|epoch, last_offset| {
+        self.callbacks.run(registrant, |epoch, last_offset| {
             // The durable offset read before the cuts: a reset past the end notes its cut, then
             // raises the offsets, so an offset raised by it is seen with its cut, never alone.
             let durable = self.offsets.durable();

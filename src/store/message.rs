@@ -287,6 +287,11 @@ impl StoredMessage {
         let queue_offset = u64::from_be_bytes(at.array()?);
         let topic_len = usize::from(at.u8()?);
         let topic = at.text(topic_len)?;
+        if validate_topic(std::str::from_utf8(&fields[topic.start - start..topic.end - start]).unwrap_or_default())
+            .is_err()
+        {
+            return Err(not("the topic is not a valid topic name"));
+        }
         let tag = match flags & MESSAGE_FIELDS_TAG {
             0 => None,
             _ => {
@@ -612,6 +617,16 @@ mod tests {
             }
         }
         assert!(decoded > 0 && decoded < variants.len(), "{decoded} of {}", variants.len());
+        for topic in [&b""[..], b"a/b", b".."] {
+            let mut fields = vec![MESSAGE_FIELDS_VERSION, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, topic.len() as u8];
+            fields.extend_from_slice(topic);
+            fields.push(0);
+            let headers = [Header { key: MESSAGE_FIELDS_HEADER, value: Some(&fields[..]) }];
+            let at = log.append(&[Record::new(b"x").with_headers(&headers)]).expect("append").base_offset;
+            let record = log.read(at, 1 << 20).expect("read").next().expect("one").expect("valid");
+            let error = StoredMessage::decode(record).expect_err("refused");
+            assert!(error.to_string().contains("topic"), "{topic:?}: {error}");
+        }
         let unknown_flag = [MESSAGE_FIELDS_VERSION, 0x80];
         let headers = [Header { key: MESSAGE_FIELDS_HEADER, value: Some(&unknown_flag[..]) }];
         let at = log.append(&[Record::new(b"x").with_headers(&headers)]).expect("append").base_offset;

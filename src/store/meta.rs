@@ -5,10 +5,12 @@
 //! belong to the store, not to whoever opens it: an open whose `StoreConfig` says otherwise adopts
 //! the recorded values (logged), and tools read them instead of guessing from file sizes.
 //!
-//! Written once, atomically and durably, at the first writer open: for a new store from its
-//! config, before any derived file exists; for a store made before the file existed, from what its
-//! files show ([`infer`]: a `.cq` file's size, an `.idx` file's header), else from the config. A
-//! read-only open only reads it ([`recorded_parameters`]).
+//! Written atomically and durably at the first writer open: for a new store from its config,
+//! before any derived file exists; for a store made before the file existed, from what its files
+//! show ([`infer`]: a `.cq` file's size, an `.idx` file's header), else from the config. Rewritten
+//! only to add the compact-messages feature bit (at a writer open, or at the first put if the
+//! disk was full then: [`FormatGuard`]), never to change a parameter. A read-only open only reads
+//! it ([`recorded_parameters`]).
 //!
 //! The commit log has its own guard (`log.meta`, checked by `Log::open`).
 
@@ -101,6 +103,16 @@ impl StoreMeta {
     /// encoding its puts write.
     fn of(parameters: StoreParameters) -> StoreMeta {
         StoreMeta { version: STORE_META_VERSION, features: STORE_FEATURE_COMPACT_MESSAGES, parameters }
+    }
+
+    /// What a writer records to add the compact message encoding to the store in `root`: its
+    /// recorded features kept (none else is defined yet, but a later one must not be dropped).
+    fn with_compact(root: &Path, parameters: StoreParameters) -> Result<StoreMeta> {
+        let mut meta = StoreMeta::of(parameters);
+        if let Some(Ok(recorded)) = read(root)? {
+            meta.features |= recorded.features;
+        }
+        Ok(meta)
     }
 
     /// The file's bytes.
@@ -265,7 +277,8 @@ impl FormatGuard {
         if self.recorded.load(Ordering::Acquire) {
             return Ok(());
         }
-        storage::write_atomically(root, STORE_META_FILE, &StoreMeta::of(self.parameters).encode())?;
+        let meta = StoreMeta::with_compact(root, self.parameters)?;
+        storage::write_atomically(root, STORE_META_FILE, &meta.encode())?;
         self.recorded.store(true, Ordering::Release);
         Ok(())
     }
@@ -278,7 +291,8 @@ fn record_compact(root: &Path, parameters: StoreParameters) -> Result<bool> {
         root = %root.display(),
         "recording the compact message encoding in store.meta: builds that do not know it refuse this store from now on"
     );
-    postpone_if_full(storage::write_atomically(root, STORE_META_FILE, &StoreMeta::of(parameters).encode()))
+    let meta = StoreMeta::with_compact(root, parameters)?;
+    postpone_if_full(storage::write_atomically(root, STORE_META_FILE, &meta.encode()))
 }
 
 /// `Ok(true)` if written, `Ok(false)` if the disk is full (logged: a store on a full disk must
