@@ -18,9 +18,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use parking_lot::Mutex;
-
 use byteorder::{BigEndian, ByteOrder};
+use parking_lot::Mutex;
 
 use crate::error::{Corruption, Error, Result};
 use crate::format::{
