@@ -78,8 +78,15 @@ fn a_store_on_a_full_ext4_and_after() {
 
     assert!(closed.is_err(), "the store checkpoint needs a block");
 
-    // Opens on the full disk (recovering, as the close failed), and can delete messages.
+    // Opens on the full disk (recovering, as the close failed), and can delete messages. A put
+    // there is stored (room left in the active segment) or refused as disk full, never worse.
     let store = MessageStore::open(&root, config()).unwrap();
+    check(&store, &acked);
+    match store.put(&message(i)) {
+        Ok(put) => acked.push((i, put)),
+        Err(error) => assert!(error.to_string().contains("disk full"), "{error}"),
+    }
+    i += 1;
     check(&store, &acked);
     let start = store.delete_messages_before(acked[acked.len() / 2].1.log_offset).unwrap();
     acked.retain(|(_, put)| put.log_offset >= start);

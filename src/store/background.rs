@@ -3,6 +3,7 @@
 //! start has passed are deleted; every `offsets_flush_ms` the consumer offsets are written. A
 //! failure is logged and counted, and the work runs again at its next turn.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -75,7 +76,8 @@ impl StoreState {
         };
         let (dispatched, queues, index_files) =
             flushed.inspect_err(|_| Counters::add(&self.counters.background_failures, 1))?;
-        if !self.maintenance.checkpoint_is_new(dispatched) {
+        // One that claims too much is replaced whatever it says.
+        if !self.maintenance.checkpoint_is_new(dispatched) && !self.checkpoint_overclaims.load(Ordering::Acquire) {
             return Ok(());
         }
         let queues = with_floors(queues, self.puts.floors());
@@ -85,8 +87,19 @@ impl StoreState {
             &Checkpoint { dispatched_up_to: dispatched, queues, index_files, summarised: true },
         )
         .inspect_err(|_| Counters::add(&self.counters.background_failures, 1))?;
+        self.checkpoint_overclaims.store(false, Ordering::Release);
         self.maintenance.checkpointed(dispatched);
         Counters::add(&self.counters.checkpoints, 1);
+        Ok(())
+    }
+
+    /// Before a put: if the checkpoint on disk claims messages the derived files lost (an open
+    /// could not lower it), writes one first — a message put meanwhile could be skipped by an
+    /// open after a crash that trusted the claim. Its error (a full disk) refuses the put.
+    pub(crate) fn check_checkpoint(&self) -> Result<()> {
+        if self.checkpoint_overclaims.load(Ordering::Acquire) {
+            self.write_checkpoint()?;
+        }
         Ok(())
     }
 

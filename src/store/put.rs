@@ -138,6 +138,7 @@ impl StoreState {
         let config = &self.config;
         let Some(first) = messages.first() else { return Ok(()) };
         self.format.ensure(&self.root)?;
+        self.check_checkpoint()?;
         for (index, message) in messages.iter().enumerate() {
             if message.topic() != first.topic() || message.queue_id() != first.queue_id() {
                 let (topic, queue_id) = (message.topic().to_owned(), message.queue_id());

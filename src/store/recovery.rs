@@ -10,6 +10,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -73,6 +74,9 @@ struct Derived {
     rebuilt: bool,
     /// What the queue checks found: floors, and the queues rebuilt.
     checks: QueueChecks,
+    /// The store checkpoint claims more than the derived files hold and could not be lowered (a
+    /// full disk): puts wait for a checkpoint written ([`StoreState::check_checkpoint`]).
+    overclaims: bool,
 }
 
 /// Loads the index and the consume queues, checks them (cheaply: `queue_checks.rs`, and the
@@ -86,6 +90,7 @@ fn load_derived(root: &Path, config: &StoreConfig, log: &Log, unclean: bool) -> 
     let checkpoint_lost = usable.is_none();
     let checkpointed = usable.unwrap_or_default();
     let mut from = checkpointed.dispatched_up_to.min(log_next);
+    let mut overclaims = false;
     let (mut index, index_rebuilt) = open_index(root, config, &checkpointed, (log_start, log_next), unclean)?;
     let queue_dir = root.join(STORE_CONSUME_QUEUE_DIR);
     let queues_existed = queue_dir.is_dir();
@@ -147,12 +152,27 @@ fn load_derived(root: &Path, config: &StoreConfig, log: &Log, unclean: bool) -> 
         // The index's record goes: the index is being rebuilt or recovered from here, and a crash
         // before the next checkpoint must not find the files it rebuilt "missing" or "short" and
         // start over (the queues' records stay: they hold the numbering).
-        checkpoint::write(root, &Checkpoint { dispatched_up_to: from, index_files: Vec::new(), ..checkpointed })?;
+        let lowered = Checkpoint { dispatched_up_to: from, index_files: Vec::new(), ..checkpointed };
+        match checkpoint::write(root, &lowered) {
+            // A full disk: the store must still open (so messages can be read, and deleted to
+            // make room). The checkpoint left claiming too much is safe while no message is
+            // added: an open after a crash checks the derived files against the same summaries
+            // and finds the same loss. A message put before a checkpoint is written could be
+            // skipped by such an open, so puts write one first (`check_checkpoint`).
+            Err(error @ Error::DiskFull { .. }) => {
+                tracing::warn!(
+                    %error, from, claimed = checkpointed.dispatched_up_to,
+                    "the store checkpoint could not be lowered: puts are refused until one is written"
+                );
+                overclaims = true;
+            }
+            written => written?,
+        }
     }
     // A lost or stale checkpoint is replaced at the end of the open, not at the first flush: until
     // then it is the next open's only record of the queues' numbering.
     let rebuilt = rebuilt || checks.refill_from.is_some() || checkpoint_lost || checks.stale_record;
-    Ok(Derived { queues, index, from, rebuilt, checks })
+    Ok(Derived { queues, index, from, rebuilt, checks, overclaims })
 }
 
 /// The store's state, its dispatch reading from `derived.from` with `cursor` into the store's
@@ -167,7 +187,7 @@ fn assemble(
     cursor: Cursor,
     format: meta::FormatGuard,
 ) -> StoreState {
-    let Derived { queues, index, from, checks, .. } = derived;
+    let Derived { queues, index, from, checks, overclaims, .. } = derived;
     let (queues, index) = (Arc::new(queues), Arc::new(index));
     let (long_polls, counters) = (Arc::new(LongPolls::default()), Arc::new(Counters::default()));
     let mut output = BroadcastingOutput::default();
@@ -191,6 +211,7 @@ fn assemble(
         offsets,
         long_polls,
         maintenance: Maintenance::default(),
+        checkpoint_overclaims: AtomicBool::new(overclaims),
         counters,
     }
 }

@@ -39,7 +39,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::{Mutex, MutexGuard};
 
@@ -74,6 +74,9 @@ pub(crate) struct StoreState {
     pub(super) offsets: ConsumerOffsets,
     pub(super) long_polls: Arc<LongPolls>,
     pub(super) maintenance: Maintenance,
+    /// The store checkpoint on disk claims messages dispatched that the derived files lost (an
+    /// open could not lower it: a full disk); cleared by the next checkpoint written.
+    pub(super) checkpoint_overclaims: AtomicBool,
     pub(super) counters: Arc<Counters>,
 }
 
