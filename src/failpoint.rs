@@ -47,7 +47,8 @@
 //! Error points: `create_segment` (a roll, before any byte of the batch is stored),
 //! `append_after_data` (after a batch's bytes are stored), `fdatasync`, `fsync_directory`,
 //! `write_checkpoint` (before anything is written), `checkpoint_fdatasync` (the checkpoint's slot
-//! written, its fdatasync failing); `fallocate_enospc` makes every preallocation fail as on a full
+//! written, its fdatasync failing), `lower_store_checkpoint` (the store checkpoint lowered in
+//! place on a full disk, before anything is written); `fallocate_enospc` makes every preallocation fail as on a full
 //! disk (`Error::DiskFull`), `new_file_enospc` every file written whole (a checkpoint, a marker)
 //! replaced atomically. Configured as `return(text)`, the error points made with `error_point!`
 //! and `fallocate_enospc` fail only for paths containing `text`.

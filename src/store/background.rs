@@ -81,6 +81,12 @@ impl StoreState {
             return Ok(());
         }
         let queues = with_floors(queues, self.puts.floors());
+        if self.clamp_unflushed.load(Ordering::Acquire) {
+            // This checkpoint no longer says the queues were cut: the offsets clamped for it must
+            // be on disk before it, or a crash between the two brings the old ones back.
+            self.offsets.flush().inspect_err(|_| Counters::add(&self.counters.background_failures, 1))?;
+            self.clamp_unflushed.store(false, Ordering::Release);
+        }
         crate::failpoint::crash_point!("store_before_checkpoint");
         checkpoint::write(
             &self.root,

@@ -218,6 +218,30 @@ pub(crate) fn write(root: &Path, checkpoint: &Checkpoint) -> Result<()> {
     storage::write_atomically(root, STORE_CHECKPOINT_FILE, &checkpoint.encode())
 }
 
+/// Lowers the claim of the checkpoint in `root`, read as `read`, to `dispatched_up_to` in place:
+/// the file overwritten with the same number of bytes and fdatasynced, so it needs no new block
+/// (the way to lower it on a full disk). The summaries are kept; each index file's record keeps
+/// its place with no entries counted, which no check reads (the index is being rebuilt or
+/// recovered from here). Not atomic: a torn write fails the CRC and reads as no checkpoint (a
+/// redispatch from the log's start, without the queues' floors). `Error::Io` if the file is not
+/// the length `read` encodes to.
+pub(crate) fn lower_in_place(root: &Path, read: &Checkpoint, dispatched_up_to: u64) -> Result<()> {
+    let lowered = Checkpoint {
+        dispatched_up_to,
+        index_files: read.index_files.iter().map(|f| IndexFileSummary { index_count: 0, ..*f }).collect(),
+        ..read.clone()
+    };
+    let bytes = if lowered.summarised { lowered.encode() } else { VERSION_1.encode(dispatched_up_to).to_vec() };
+    let path = root.join(STORE_CHECKPOINT_FILE);
+    crate::failpoint::error_point!("lower_store_checkpoint", &path);
+    let len = storage::file_len(&path)?;
+    if len != bytes.len() as u64 {
+        let reason = format!("{len} bytes on disk, the lowered checkpoint has {}", bytes.len());
+        return Err(crate::error::Error::io("overwrite", &path)(std::io::Error::other(reason)));
+    }
+    storage::overwrite(&path, 0, &bytes)
+}
+
 /// Creates `abort` durably; returns whether it was already there (the last run did not close).
 pub(crate) fn mark_open(root: &Path) -> Result<bool> {
     let existed = storage::read_if_exists(&root.join(STORE_ABORT_FILE))?.is_some();

@@ -10,7 +10,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -152,19 +152,23 @@ fn load_derived(root: &Path, config: &StoreConfig, log: &Log, unclean: bool) -> 
         // The index's record goes: the index is being rebuilt or recovered from here, and a crash
         // before the next checkpoint must not find the files it rebuilt "missing" or "short" and
         // start over (the queues' records stay: they hold the numbering).
-        let lowered = Checkpoint { dispatched_up_to: from, index_files: Vec::new(), ..checkpointed };
+        let lowered = Checkpoint { dispatched_up_to: from, index_files: Vec::new(), ..checkpointed.clone() };
         match checkpoint::write(root, &lowered) {
             // A full disk: the store must still open (so messages can be read, and deleted to
-            // make room). The checkpoint left claiming too much is safe while no message is
-            // added: an open after a crash checks the derived files against the same summaries
-            // and finds the same loss. A message put before a checkpoint is written could be
-            // skipped by such an open, so puts write one first (`check_checkpoint`).
+            // make room), and a new file cannot be made. The checkpoint is lowered in place.
             Err(error @ Error::DiskFull { .. }) => {
-                tracing::warn!(
-                    %error, from, claimed = checkpointed.dispatched_up_to,
-                    "the store checkpoint could not be lowered: puts are refused until one is written"
-                );
-                overclaims = true;
+                tracing::warn!(%error, from, "the store checkpoint is lowered in place (the disk is full)");
+                if let Err(error) = checkpoint::lower_in_place(root, &checkpointed, from) {
+                    // Not even that: it still claims too much. Safe while no message is added and
+                    // what is rebuilt meanwhile survives (an open after a crash checks the files
+                    // against the same summaries); a message put under the claim could be skipped
+                    // by such an open, so puts write a checkpoint first (`check_checkpoint`).
+                    tracing::warn!(
+                        %error, from, claimed = checkpointed.dispatched_up_to,
+                        "the store checkpoint could not be lowered: puts are refused until one is written"
+                    );
+                    overclaims = true;
+                }
             }
             written => written?,
         }
@@ -212,6 +216,7 @@ fn assemble(
         long_polls,
         maintenance: Maintenance::default(),
         checkpoint_overclaims: AtomicBool::new(overclaims),
+        clamp_unflushed: AtomicBool::new(false),
         counters,
     }
 }
@@ -300,12 +305,18 @@ impl StoreState {
             }
         }
         self.sweep()?;
+        let mut clamped = 0;
         for (topic, queue_id) in rebuilt {
             // A queue cut or rebuilt may end below what a consumer committed (the log lost its
             // tail): never below the offsets it handed out (its floor). A queue merely missing
             // is not clamped.
             let end = self.queues.get(topic, *queue_id).map_or(0, |queue| queue.max_offset());
-            self.offsets.clamp(topic, *queue_id, end.max(self.puts.floor(topic, *queue_id)));
+            clamped += self.offsets.clamp(topic, *queue_id, end.max(self.puts.floor(topic, *queue_id)));
+        }
+        if clamped > 0 {
+            // The next checkpoint replaces the record that these queues were cut, which is what
+            // makes an open clamp: the clamped offsets go to disk first (`write_checkpoint`).
+            self.clamp_unflushed.store(true, Ordering::Release);
         }
         if recovered {
             // Saves the next open this work, and only that: a checkpoint left lower costs work,

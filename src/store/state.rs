@@ -77,6 +77,9 @@ pub(crate) struct StoreState {
     /// The store checkpoint on disk claims messages dispatched that the derived files lost (an
     /// open could not lower it: a full disk); cleared by the next checkpoint written.
     pub(super) checkpoint_overclaims: AtomicBool,
+    /// Consumer offsets clamped at open (their queues were cut) are not yet on disk: the next
+    /// checkpoint, which forgets that the queues were cut, writes them first.
+    pub(super) clamp_unflushed: AtomicBool,
     pub(super) counters: Arc<Counters>,
 }
 
