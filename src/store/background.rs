@@ -101,10 +101,18 @@ impl StoreState {
 
     /// Before a put: if the checkpoint on disk claims messages the derived files lost (an open
     /// could not lower it), writes one first — a message put meanwhile could be skipped by an
-    /// open after a crash that trusted the claim. Its error (a full disk) refuses the put.
+    /// open after a crash that trusted the claim; and if consumer offsets clamped at open are not
+    /// on disk yet, writes them first — a put past the cut erases what tells the next open to
+    /// clamp. Their error (a full disk) refuses the put.
     pub(crate) fn check_checkpoint(&self) -> Result<()> {
         if self.checkpoint_overclaims.load(Ordering::Acquire) {
             self.write_checkpoint()?;
+        }
+        if self.clamp_unflushed.load(Ordering::Acquire) {
+            // The checkpoint on disk still records the cut, but a put past it erases what tells
+            // the next open so (the log grows over the lost tail): the clamped offsets go first.
+            self.offsets.flush().inspect_err(|_| Counters::add(&self.counters.background_failures, 1))?;
+            self.clamp_unflushed.store(false, Ordering::Release);
         }
         Ok(())
     }
