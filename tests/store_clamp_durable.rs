@@ -5,9 +5,8 @@
 
 mod common;
 
-use common::store_derived::{Shutdown, shut_down};
-use strata_log::internals::format::STORE_COMMIT_LOG_DIR;
-use strata_log::{Log, Message, MessageStore, StoreConfig};
+use common::store_derived::{Shutdown, shut_down, store_with_a_cut_queue};
+use strata_log::{Message, MessageStore, StoreConfig};
 
 fn config() -> StoreConfig {
     StoreConfig { flush_interval_ms: 3_600_000, offsets_flush_ms: 3_600_000, ..StoreConfig::default() }
@@ -16,17 +15,7 @@ fn config() -> StoreConfig {
 #[test]
 fn a_clamp_at_open_survives_a_crash_after_the_open() {
     let dir = tempfile::tempdir().unwrap();
-    let store = MessageStore::open(dir.path(), config()).unwrap();
-    let mut at = Vec::new();
-    for i in 0..40 {
-        at.push(store.put(&Message::new("t", 0, format!("m{i}"))).unwrap().log_offset);
-    }
-    store.commit_offset("g", "t", 0, 40).unwrap();
-    store.close().unwrap();
-    // The commit log loses its last ten messages (as `strata truncate`, or a lost tail, does).
-    let log = Log::open(dir.path().join(STORE_COMMIT_LOG_DIR), config().log).unwrap();
-    log.truncate_to(at[30]).unwrap();
-    log.close().unwrap();
+    store_with_a_cut_queue(dir.path(), config());
 
     let store = MessageStore::open(dir.path(), config()).unwrap();
     assert_eq!(store.max_queue_offset("t", 0).unwrap(), 30);

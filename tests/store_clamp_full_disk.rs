@@ -7,9 +7,9 @@
 
 mod common;
 
-use common::store_derived::{Shutdown, shut_down};
-use strata_log::internals::format::{STORE_ABORT_FILE, STORE_COMMIT_LOG_DIR};
-use strata_log::{Error, Log, Message, MessageStore, StoreConfig};
+use common::store_derived::{Shutdown, shut_down, store_with_a_cut_queue};
+use strata_log::internals::format::STORE_ABORT_FILE;
+use strata_log::{Error, Message, MessageStore, StoreConfig};
 
 fn config() -> StoreConfig {
     StoreConfig { flush_interval_ms: 3_600_000, offsets_flush_ms: 3_600_000, ..StoreConfig::default() }
@@ -17,16 +17,7 @@ fn config() -> StoreConfig {
 
 fn run(new_body: fn(u64) -> String, puts: u64) -> (Option<u64>, u64, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
-    let store = MessageStore::open(dir.path(), config()).unwrap();
-    let mut at = Vec::new();
-    for i in 0..40 {
-        at.push(store.put(&Message::new("t", 0, format!("m{i}"))).unwrap().log_offset);
-    }
-    store.commit_offset("g", "t", 0, 40).unwrap();
-    store.close().unwrap();
-    let log = Log::open(dir.path().join(STORE_COMMIT_LOG_DIR), config().log).unwrap();
-    log.truncate_to(at[30]).unwrap();
-    log.close().unwrap();
+    store_with_a_cut_queue(dir.path(), config());
     // A lost log tail comes with a run that did not close (and `abort` needs no new file then).
     std::fs::write(dir.path().join(STORE_ABORT_FILE), b"").unwrap();
 

@@ -206,7 +206,10 @@ pub(crate) fn check(root: &Path) -> Result<Option<StoreMeta>> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Origin {
     /// Its `store.meta`.
-    Recorded,
+    Recorded {
+        /// Its feature bits.
+        features: u64,
+    },
     /// Its files (the ones named), for a store made before `store.meta` existed; the config for
     /// what no file shows.
     Inferred(Vec<PathBuf>),
@@ -221,7 +224,7 @@ pub(crate) fn recorded_parameters(root: &Path, config: &StoreConfig) -> Result<S
 
 fn parameters(root: &Path, config: &StoreConfig) -> Result<(StoreParameters, Origin)> {
     match check(root)? {
-        Some(meta) => Ok((meta.parameters, Origin::Recorded)),
+        Some(meta) => Ok((meta.parameters, Origin::Recorded { features: meta.features })),
         None => {
             let (parameters, from) = infer(root, StoreParameters::of(config))?;
             Ok((parameters, Origin::Inferred(from)))
@@ -239,10 +242,8 @@ pub(crate) fn settle(root: &Path, config: StoreConfig) -> Result<(StoreConfig, F
     let given = StoreParameters::of(&config);
     let (parameters, origin) = parameters(root, &config)?;
     let recorded = match origin {
-        Origin::Recorded => match check(root)? {
-            Some(meta) if meta.features & STORE_FEATURE_COMPACT_MESSAGES != 0 => true,
-            _ => record_compact(root, parameters)?,
-        },
+        Origin::Recorded { features } if features & STORE_FEATURE_COMPACT_MESSAGES != 0 => true,
+        Origin::Recorded { .. } => record_compact(root, parameters)?,
         Origin::Inferred(from) => record(root, parameters, &from)?,
     };
     let replaced = given.replaced_by(&parameters);

@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 
 use strata_log::internals::format::{
     CQ_ENTRY_LEN, INDEX_FILE_HEADER_LEN, INDEX_FILE_SLOT_LEN, STORE_ABORT_FILE, STORE_CHECKPOINT_FILE,
-    STORE_CONSUME_QUEUE_DIR, STORE_INDEX_DIR,
+    STORE_COMMIT_LOG_DIR, STORE_CONSUME_QUEUE_DIR, STORE_INDEX_DIR,
 };
 use strata_log::internals::inspect::store::{StoreDump, dump_store_file};
-use strata_log::{FlushPolicy, LogConfig, Message, MessageStore, StoreConfig};
+use strata_log::{FlushPolicy, Log, LogConfig, Message, MessageStore, StoreConfig};
 
 use super::copy_dir;
 
@@ -558,4 +558,21 @@ pub fn slot_position(slot: u32) -> u64 {
 /// Byte position of entry `n` of an index file with [`INDEX_SLOTS`] slots.
 pub fn entry_position(n: u32) -> u64 {
     slot_position(INDEX_SLOTS) + u64::from(n) * 20
+}
+
+/// A closed store (made with `config`) of messages `m0`..`m39` in `t` queue 0, consumer group `g`
+/// committed at 40, whose commit log then lost its last ten messages (as `strata truncate` or a
+/// lost tail does): its next open cuts the queue to 30 and clamps `g` to 30.
+pub fn store_with_a_cut_queue(root: &Path, config: StoreConfig) {
+    let log_config = config.log.clone();
+    let store = MessageStore::open(root, config).unwrap();
+    let mut at = Vec::new();
+    for i in 0..40 {
+        at.push(store.put(&Message::new("t", 0, format!("m{i}"))).unwrap().log_offset);
+    }
+    store.commit_offset("g", "t", 0, 40).unwrap();
+    store.close().unwrap();
+    let log = Log::open(root.join(STORE_COMMIT_LOG_DIR), log_config).unwrap();
+    log.truncate_to(at[30]).unwrap();
+    log.close().unwrap();
 }
