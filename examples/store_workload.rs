@@ -4,16 +4,16 @@
 //! `peers/rocketmq/` runs the same workload for both stores.
 //!
 //! ```text
-//! cargo run --release --example store_workload -- [PHASE] [MESSAGES]
+//! cargo run --release --example store_workload -- [PHASE] [MESSAGES] [QUERIES]
 //! ```
 //! `PHASE` is `all` (default), `put`, `consume` or `query` (the last two fill the store first,
-//! untimed); `MESSAGES` defaults to 200,000.
+//! untimed); `MESSAGES` defaults to 200,000, `QUERIES` to 1,000 (more, to profile the queries).
 //!
 //! Workload: `MESSAGES` messages of 100-byte bodies, one topic, round-robin over 4 queues, one key
 //! (`key-<i>`) and one tag each, one producer putting each message and waiting for the answer
 //! (the commit log fsyncs every 500 ms: `FlushPolicy::EveryInterval`). Consume: every message back
 //! through the queues, `get_messages(.., 32, None)` following `next_queue_offset`, queue by queue.
-//! Query: 1,000 keys (a fixed pseudo-random sequence) by `query_by_key`.
+//! Query: `QUERIES` keys (a fixed pseudo-random sequence) by `query_by_key`.
 
 use std::error::Error;
 use std::time::{Duration, Instant};
@@ -23,7 +23,6 @@ use strata_log::{FlushPolicy, LogConfig, Message, MessageStore, StoreConfig};
 const TOPIC: &str = "bench";
 const QUEUES: u32 = 4;
 const BODY_BYTES: usize = 100;
-const QUERIES: u64 = 1_000;
 
 fn config() -> StoreConfig {
     let flush_policy = FlushPolicy::EveryInterval { ms: 500, messages: u64::MAX };
@@ -72,11 +71,11 @@ fn consume(store: &MessageStore, messages: u64) -> Result<Duration, Box<dyn Erro
     Ok(elapsed)
 }
 
-fn query(store: &MessageStore, messages: u64) -> Result<(Duration, Duration), Box<dyn Error>> {
+fn query(store: &MessageStore, messages: u64, queries: u64) -> Result<(Duration, Duration), Box<dyn Error>> {
     let mut x = 0x2545_f491_4f6c_dd1d_u64;
-    let mut latencies = Vec::with_capacity(QUERIES as usize);
+    let mut latencies = Vec::with_capacity(queries as usize);
     let started = Instant::now();
-    for _ in 0..QUERIES {
+    for _ in 0..queries {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
@@ -111,6 +110,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mut args = std::env::args().skip(1);
     let phase = args.next().unwrap_or_else(|| "all".to_owned());
     let messages: u64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(200_000);
+    let queries: u64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(1_000);
     let dir = tempfile::tempdir()?;
     let store = MessageStore::open(dir.path(), config())?;
     let cpu = thread_cpu();
@@ -134,8 +134,8 @@ fn main() -> Result<(), Box<dyn Error>> {
         );
     }
     if matches!(phase.as_str(), "all" | "query") {
-        let (took, p99) = query(&store, messages)?;
-        println!("key query:   {QUERIES} queries in {took:.2?}: {}, p99 {p99:.1?}", rate(QUERIES, took));
+        let (took, p99) = query(&store, messages, queries)?;
+        println!("key query:   {queries} queries in {took:.2?}: {}, p99 {p99:.1?}", rate(queries, took));
     }
     let log_bytes = store.metrics().log.bytes_appended;
     println!("commit log:  {:.0} bytes per message", log_bytes as f64 / messages as f64);
