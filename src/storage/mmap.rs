@@ -357,7 +357,7 @@ impl MappedFile {
     pub(crate) fn zero_ahead(&self, end: u64, chunk: u64) -> Result<u64> {
         static ZEROS: [u8; 256 << 10] = [0; 256 << 10];
         let zeroed = {
-            let _appender = self.append_lock.lock();
+            let appender = self.append_lock.lock();
             let state = self.read_state();
             let State::Writable { file, capacity, map } = &*state else { return Ok(0) };
             if self.seal_pending.load(Ordering::Relaxed) {
@@ -384,6 +384,8 @@ impl MappedFile {
                 position += n;
             }
             self.zeroed_to.store(until, Ordering::Relaxed);
+            // The appends need not wait for this: the state's read lock keeps the map.
+            drop(appender);
             if let Some(map) = map {
                 populate(map, from, until);
             }
