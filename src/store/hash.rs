@@ -12,7 +12,14 @@ const PRIME: u64 = 0x0000_0100_0000_01b3;
 
 /// FNV-1a 64 of `bytes`: for each byte, xor it in, then multiply by the prime (wrapping).
 pub(crate) fn fnv1a_64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(OFFSET_BASIS, |hash, &byte| (hash ^ u64::from(byte)).wrapping_mul(PRIME))
+    fnv1a_64_of(&[bytes])
+}
+
+/// FNV-1a 64 of `parts` one after the other, as of their concatenation (nothing is copied: a
+/// put hashes `topic#key` for every key it indexes).
+pub(crate) fn fnv1a_64_of(parts: &[&[u8]]) -> u64 {
+    let bytes = parts.iter().flat_map(|part| part.iter());
+    bytes.fold(OFFSET_BASIS, |hash, &byte| (hash ^ u64::from(byte)).wrapping_mul(PRIME))
 }
 
 /// The `tag_hash` stored in a consume-queue entry for a message with tag `tag`, or
@@ -38,6 +45,7 @@ mod tests {
         // From the FNV reference test suite (Landon Curt Noll's fnv test vectors).
         assert_eq!(fnv1a_64(b""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(fnv1a_64(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a_64_of(&[b"fo", b"", b"obar"]), fnv1a_64(b"foobar"), "parts hash as one");
         assert_eq!(fnv1a_64(b"foobar"), 0x8594_4171_f739_67e8);
     }
 

@@ -176,7 +176,7 @@ impl Message {
     }
 
     /// Bytes [`Message::encode_fields`] appends.
-    fn fields_len(&self) -> usize {
+    pub(crate) fn fields_len(&self) -> usize {
         let text = |len: usize| varint::encoded_len(len as i64) + len;
         let others = self.keys.get(1..).unwrap_or_default();
         MESSAGE_FIELDS_FIXED_LEN

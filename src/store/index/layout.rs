@@ -17,11 +17,11 @@ use crate::format::{
     INDEX_FILE_MAX_SLOTS, INDEX_FILE_SLOT_COUNT_POS, INDEX_FILE_SLOT_LEN, INDEX_FILE_SUFFIX, parse_file_name,
 };
 use crate::storage;
-use crate::store::hash::fnv1a_64;
+use crate::store::hash::fnv1a_64_of;
 
 /// The hash a key is indexed under: the low 32 bits of FNV-1a 64 of `topic#key`.
 pub(crate) fn key_hash(topic: &str, key: &str) -> u32 {
-    fnv1a_64([topic, "#", key].concat().as_bytes()) as u32
+    fnv1a_64_of(&[topic.as_bytes(), b"#", key.as_bytes()]) as u32
 }
 
 /// An IndexFile's header as stored (docs/FORMAT.md).
@@ -237,6 +237,7 @@ impl EntryRules {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::hash::fnv1a_64;
 
     #[test]
     fn key_hash_is_the_low_half_of_fnv1a_64() {
