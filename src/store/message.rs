@@ -190,8 +190,13 @@ impl Message {
     /// Appends the record's headers to `out`: the store's `fields` (from
     /// [`Message::encode_fields`]), then the user's properties.
     pub(crate) fn push_headers<'a>(&'a self, fields: &'a [u8], out: &mut Vec<Header<'a>>) {
-        out.push(Header { key: MESSAGE_FIELDS_HEADER, value: Some(fields) });
+        out.push(self.fields_header(fields));
         out.extend(self.properties.iter().map(|(name, value)| Header { key: name.as_str(), value: Some(value) }));
+    }
+
+    /// Its record's first header: the store's fields (`fields` from [`Message::encode_fields`]).
+    pub(crate) fn fields_header<'a>(&self, fields: &'a [u8]) -> Header<'a> {
+        Header { key: MESSAGE_FIELDS_HEADER, value: Some(fields) }
     }
 
     /// Headers of its record: the fields' and one per property.

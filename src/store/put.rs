@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::config::FlushPolicy;
 use crate::error::{Error, Result};
-use crate::log::{AppendInfo, FOREVER, batch};
+use crate::log::{AppendInfo, FOREVER, Header, Record, batch};
 use crate::store::message::Message;
 use crate::store::message_store::MessageStore;
 use crate::store::progress::Progress;
@@ -111,7 +111,7 @@ impl MessageStore {
         if inner.config.log.flush_policy == FlushPolicy::Always {
             inner.log.wait_batch_durable(&stored.info, FOREVER)?;
         }
-        inner.dispatch_put(&stored.info, stored.result.queue_offset, messages, &stored.sizes)?;
+        inner.dispatch_put(&stored.info, stored.result.queue_offset, messages, stored.sizes.as_slice())?;
         Ok(stored.result)
     }
 
@@ -128,8 +128,22 @@ impl MessageStore {
 struct Stored {
     result: PutResult,
     info: AppendInfo,
-    /// Each record's size in the batch (what its queue entry stores).
-    sizes: Vec<u32>,
+    sizes: RecordSizes,
+}
+
+/// Each record's size in a stored batch (what its queue entry stores): inline for a put of one.
+enum RecordSizes {
+    One(u32),
+    Many(Vec<u32>),
+}
+
+impl RecordSizes {
+    fn as_slice(&self) -> &[u32] {
+        match self {
+            RecordSizes::One(size) => std::slice::from_ref(size),
+            RecordSizes::Many(sizes) => sizes,
+        }
+    }
 }
 
 impl StoreState {
@@ -161,42 +175,77 @@ impl StoreState {
         let Some(first) = messages.first() else { unreachable!("put_all is never called with no messages") };
         let (topic, queue_id) = (first.topic(), first.queue_id());
         let seed = || self.queues.get(topic, queue_id).map_or(0, |queue| queue.max_offset());
-        self.puts.sequence(topic, queue_id, messages.len() as u64, seed, |queue_offset| {
-            // Every message's fields in one buffer, every record's headers in one list: five
-            // allocations per put (with the records and their sizes), whatever the number of
-            // messages (`tests/store_put_allocations.rs`).
-            let mut fields = Vec::with_capacity(messages.iter().map(Message::fields_len).sum());
-            let mut fields_ends = Vec::with_capacity(messages.len());
-            for (message, offset) in messages.iter().zip(queue_offset..) {
-                message.encode_fields(offset, &mut fields);
-                fields_ends.push(fields.len());
-            }
-            let mut headers = Vec::with_capacity(messages.iter().map(Message::header_count).sum());
-            let mut fields_start = 0;
-            for (message, &end) in messages.iter().zip(&fields_ends) {
-                message.push_headers(&fields[fields_start..end], &mut headers);
-                fields_start = end;
-            }
-            let mut rest = &headers[..];
-            let records: Vec<_> = messages
-                .iter()
-                .map(|message| {
-                    let (own, after) = rest.split_at(message.header_count());
-                    rest = after;
-                    message.record(own)
-                })
-                .collect();
-            // The size limit on the records themselves (the store's fields have fixed sizes, so a
-            // record's size does not depend on its queue offset).
-            let max = self.config.max_message_bytes;
-            if let Some(size) = records.iter().map(|record| record.encoded_len() as u64).find(|&size| size > max) {
-                return Err(Error::MessageTooLarge { size, max });
-            }
-            // Each record's size as the batch stores it: its offset delta is its index, its
-            // timestamp delta 0 (the log's append time, the same for the whole batch).
-            let sizes = records.iter().zip(0..).map(|(record, i)| batch::record_len(record, 0, i) as u32).collect();
-            let info = self.log.append_nowait(&records)?;
-            Ok(Stored { result: PutResult { log_offset: info.base_offset, queue_offset }, info, sizes })
+        self.puts.sequence(topic, queue_id, messages.len() as u64, seed, |queue_offset| match messages {
+            [message] => self.append_one(message, queue_offset),
+            _ => self.append_many(messages, queue_offset),
         })
+    }
+
+    /// The common put, one message: its fields in one buffer, the only allocation when it has no
+    /// properties (its header and record are on the stack).
+    fn append_one(&self, message: &Message, queue_offset: u64) -> Result<Stored> {
+        let mut fields = Vec::with_capacity(message.fields_len());
+        message.encode_fields(queue_offset, &mut fields);
+        let (only, more);
+        let headers: &[Header<'_>] = if message.header_count() == 1 {
+            only = [message.fields_header(&fields)];
+            &only
+        } else {
+            more = {
+                let mut headers = Vec::with_capacity(message.header_count());
+                message.push_headers(&fields, &mut headers);
+                headers
+            };
+            &more
+        };
+        let record = message.record(headers);
+        self.check_size(&record)?;
+        let size = batch::record_len(&record, 0, 0) as u32;
+        let info = self.log.append_nowait(std::slice::from_ref(&record))?;
+        let result = PutResult { log_offset: info.base_offset, queue_offset };
+        Ok(Stored { result, info, sizes: RecordSizes::One(size) })
+    }
+
+    /// A batch: every message's fields in one buffer, every record's headers in one list — five
+    /// allocations whatever the number of messages (`tests/store_put_allocations.rs`).
+    fn append_many(&self, messages: &[Message], queue_offset: u64) -> Result<Stored> {
+        let mut fields = Vec::with_capacity(messages.iter().map(Message::fields_len).sum());
+        let mut fields_ends = Vec::with_capacity(messages.len());
+        for (message, offset) in messages.iter().zip(queue_offset..) {
+            message.encode_fields(offset, &mut fields);
+            fields_ends.push(fields.len());
+        }
+        let mut headers = Vec::with_capacity(messages.iter().map(Message::header_count).sum());
+        let mut fields_start = 0;
+        for (message, &end) in messages.iter().zip(&fields_ends) {
+            message.push_headers(&fields[fields_start..end], &mut headers);
+            fields_start = end;
+        }
+        let mut rest = &headers[..];
+        let records: Vec<_> = messages
+            .iter()
+            .map(|message| {
+                let (own, after) = rest.split_at(message.header_count());
+                rest = after;
+                message.record(own)
+            })
+            .collect();
+        records.iter().try_for_each(|record| self.check_size(record))?;
+        // Each record's size as the batch stores it: its offset delta is its index, its
+        // timestamp delta 0 (the log's append time, the same for the whole batch).
+        let sizes = records.iter().zip(0..).map(|(record, i)| batch::record_len(record, 0, i) as u32).collect();
+        let info = self.log.append_nowait(&records)?;
+        let result = PutResult { log_offset: info.base_offset, queue_offset };
+        Ok(Stored { result, info, sizes: RecordSizes::Many(sizes) })
+    }
+
+    /// The size limit on a record itself (the store's fields have fixed sizes, so a record's size
+    /// does not depend on its queue offset).
+    fn check_size(&self, record: &Record<'_>) -> Result<()> {
+        let (size, max) = (record.encoded_len() as u64, self.config.max_message_bytes);
+        if size > max {
+            return Err(Error::MessageTooLarge { size, max });
+        }
+        Ok(())
     }
 }
