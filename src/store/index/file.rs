@@ -18,6 +18,15 @@ use crate::store::index::layout::{
     IndexFileEntry, IndexHeader, check_sizes, entry_position, index_file_len, read_header, slot_of, slot_position,
 };
 
+/// A put an index file is asked to take: `key_hash` for the message at `log_offset`, stored at
+/// `timestamp_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct IndexPut {
+    pub(crate) key_hash: u32,
+    pub(crate) log_offset: u64,
+    pub(crate) timestamp_ms: i64,
+}
+
 /// What lowers the space an index file needs.
 const INDEX_FILE_ADVICE: &str = "lower index_slots or index_entries, or free space";
 
@@ -208,12 +217,40 @@ impl IndexFile {
     /// back (a message with several keys puts the same offset several times). The entry is kept
     /// in memory and written with the next `PENDING_ENTRIES` (or at the next flush); a failed put
     /// changes nothing.
+    #[cfg(test)]
     pub(crate) fn put(&self, key_hash: u32, log_offset: u64, timestamp_ms: i64) -> Result<bool> {
+        let (taken, result) = self.put_many(&[IndexPut { key_hash, log_offset, timestamp_ms }]);
+        result.map(|()| taken == 1)
+    }
+
+    /// Indexes `puts` in order, each as [`IndexFile::put`] would, under one hold of the file's
+    /// lock. Returns how many it took — all, or fewer when the file fills (the caller rolls) —
+    /// and the error that stopped it, if one did (the puts before it stay taken). The slots of
+    /// all are loaded first: in a table of megabytes each is a cache miss, and loaded one after
+    /// another they overlap instead of following each other.
+    pub(crate) fn put_many(&self, puts: &[IndexPut]) -> (usize, Result<()>) {
         let mut active = self.active.write();
-        self.check_not_poisoned()?;
+        if let Err(error) = self.check_not_poisoned() {
+            return (0, Err(error));
+        }
         let Some(state) = active.as_mut() else {
-            return Err(self.misuse("put into a sealed index file"));
+            return (0, Err(self.misuse("put into a sealed index file")));
         };
+        let loaded = puts.iter().fold(0u32, |acc, put| acc ^ state.slots[self.slot_of(put.key_hash)]);
+        std::hint::black_box(loaded);
+        for (taken, put) in puts.iter().enumerate() {
+            match self.put_locked(state, put) {
+                Ok(true) => {}
+                Ok(false) => return (taken, Ok(())),
+                Err(error) => return (taken, Err(error)),
+            }
+        }
+        (puts.len(), Ok(()))
+    }
+
+    /// One put, under the file's lock (`state` is the active state it guards).
+    fn put_locked(&self, state: &mut ActiveState, put: &IndexPut) -> Result<bool> {
+        let IndexPut { key_hash, log_offset, timestamp_ms } = *put;
         let count = self.index_count.load(Ordering::Relaxed);
         if count + 1 >= self.entry_capacity {
             return Ok(false);
@@ -241,7 +278,10 @@ impl IndexFile {
         state.set_slot(slot, n);
         state.last_time_diff_s = time_diff_s;
         self.end_log_offset.store(log_offset, Ordering::Release);
-        self.end_timestamp_ms.fetch_max(timestamp_ms, Ordering::AcqRel);
+        // Most puts share their millisecond with the one before: no read-modify-write for them.
+        if timestamp_ms > self.end_timestamp_ms.load(Ordering::Acquire) {
+            self.end_timestamp_ms.fetch_max(timestamp_ms, Ordering::AcqRel);
+        }
         self.index_count.store(n, Ordering::Release);
         Ok(true)
     }

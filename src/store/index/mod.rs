@@ -22,7 +22,10 @@
 //! or a query's walk). Entries are written to the file once, past those its queries read there.
 //! A sealed file never changes: it is queried without that lock, holds no descriptor, and is
 //! mapped at its first query (`MappedFile`). One writer (the dispatcher), any number of readers;
-//! `IndexFiles` is `Send + Sync`.
+//! `IndexFiles` is `Send + Sync`. `IndexFiles` takes puts ahead (up to 64, under its writer lock)
+//! and puts them into the file together — one hold of its lock, their slots loaded first so the
+//! cache misses overlap — before anything reads the files: a query or a flush puts them in
+//! first, so what a query sees is every put that returned before it.
 //!
 //! Durability: a new file is created at full size with fallocate (a full disk fails there, never
 //! at a put), its header (with the begin timestamp every time is relative to) fdatasynced and the

@@ -191,6 +191,7 @@ mod tests {
         for (log_offset, key) in [(10, a), (11, b), (12, a), (13, a), (14, b)] {
             owner.put(key, log_offset, 1_000).unwrap();
         }
+        owner.catch_up().unwrap();
         // Entries 10–12 are in a sealed file (3 entries each), 13–14 in the active one, unflushed.
         let reader = ReadOnlyIndex::new(dir.path());
         assert_eq!(reader.file_count().unwrap(), 2);

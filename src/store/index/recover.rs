@@ -164,6 +164,9 @@ impl IndexFiles {
             }
             recovery.newest = Some(newest.recover(log_next_offset)?);
         }
+        // Puts taken ahead (none before the first put) are past what the files now hold: dispatch
+        // redoes them from the end set here.
+        writer.taken.clear();
         writer.end_log_offset = last_end(&files);
         Ok(recovery)
     }

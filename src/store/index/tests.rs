@@ -165,6 +165,7 @@ fn a_full_file_refuses_and_the_set_rolls() {
     for offset in 0..20u64 {
         assert!(files.put((offset % 2) as u32, offset, T0 + offset as i64 * 1000).expect("put"));
     }
+    files.catch_up().expect("the puts taken ahead go in");
     assert_eq!(files.file_count(), 7, "3 entries a file");
     let names = storage::list_dir(files.dir()).expect("list");
     assert!(names.contains(&"00000000000000000018.idx".to_owned()), "{names:?}");
@@ -443,6 +444,7 @@ fn recover_deletes_files_past_the_end_and_reopens_the_newest_writable() {
         for offset in 0..20u64 {
             files.put(1, offset, T0).expect("put");
         }
+        files.catch_up().expect("the puts taken ahead go in (unflushed)");
     }
     let files = IndexFiles::open(dir.path(), 2, 5).expect("reopen");
     assert_eq!(files.file_count(), 5);
@@ -466,6 +468,7 @@ fn delete_files_below_keeps_the_active_file() {
     for offset in 0..14u64 {
         files.put(1, offset, T0).expect("put");
     }
+    files.catch_up().expect("the puts taken ahead go in");
     assert_eq!(files.file_count(), 4, "ends 3, 7, 11; the active one 12..13");
     assert_eq!(files.delete_files_below(7).expect("delete"), 1, "end 7 is not below 7");
     assert_eq!(files.delete_files_below(100).expect("delete"), 2);
