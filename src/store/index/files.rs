@@ -151,16 +151,16 @@ impl IndexFiles {
         writer.taken.push(put);
         // A message's later keys go in at once, so that one with more keys than a file holds is
         // refused by its own put.
-        if same_message || writer.taken.len() >= PUTS_TAKEN_AHEAD {
-            if let Err(error) = self.put_taken(&mut writer) {
-                // A failed put changes nothing: its own put goes (those taken before it stay,
-                // for the next try; every query and flush tries them first, and fails meanwhile).
-                if writer.taken.last() == Some(&put) {
-                    writer.taken.pop();
-                    writer.end_log_offset = before;
-                }
-                return Err(error);
+        if (same_message || writer.taken.len() >= PUTS_TAKEN_AHEAD)
+            && let Err(error) = self.put_taken(&mut writer)
+        {
+            // A failed put changes nothing: its own put goes (those taken before it stay, for
+            // the next try; every query and flush tries them first, and fails meanwhile).
+            if writer.taken.last() == Some(&put) {
+                writer.taken.pop();
+                writer.end_log_offset = before;
             }
+            return Err(error);
         }
         Ok(true)
     }
