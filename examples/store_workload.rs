@@ -96,6 +96,15 @@ fn rate(count: u64, elapsed: Duration) -> String {
     format!("{:.0}k/s", count as f64 / elapsed.as_secs_f64() / 1e3)
 }
 
+/// The process's minor page faults so far (Linux: `/proc/self/stat`, field 10; zero elsewhere):
+/// a read of a page that is in the page cache but not yet in the reader's map.
+fn minor_faults() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name (in parentheses, which may hold spaces): state is field 3.
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    after_name.split_whitespace().nth(7).and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
 /// This thread's time on a CPU so far (Linux: `/proc/thread-self/schedstat`; zero elsewhere): a
 /// figure a busy machine disturbs less than the wall clock.
 fn thread_cpu() -> Duration {
@@ -124,18 +133,23 @@ fn main() -> Result<(), Box<dyn Error>> {
         );
     }
     if matches!(phase.as_str(), "all" | "consume") {
-        let cpu = thread_cpu();
+        let (cpu, faults) = (thread_cpu(), minor_faults());
         let took = consume(&store, messages)?;
-        let cpu = thread_cpu() - cpu;
+        let (cpu, faults) = (thread_cpu() - cpu, minor_faults() - faults);
         println!(
-            "consume:     {messages} messages in {took:.2?}: {} ({} per CPU second)",
+            "consume:     {messages} messages in {took:.2?}: {} ({} per CPU second), {faults} page faults",
             rate(messages, took),
             rate(messages, cpu)
         );
     }
     if matches!(phase.as_str(), "all" | "query") {
+        let faults = minor_faults();
         let (took, p99) = query(&store, messages, queries)?;
-        println!("key query:   {queries} queries in {took:.2?}: {}, p99 {p99:.1?}", rate(queries, took));
+        let faults = minor_faults() - faults;
+        println!(
+            "key query:   {queries} queries in {took:.2?}: {}, p99 {p99:.1?}, {faults} page faults",
+            rate(queries, took)
+        );
     }
     let log_bytes = store.metrics().log.bytes_appended;
     println!("commit log:  {:.0} bytes per message", log_bytes as f64 / messages as f64);
