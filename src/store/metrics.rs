@@ -70,7 +70,8 @@ pub struct StoreMetrics {
     pub entries_refused: u64,
     /// Consume queues.
     pub queues: usize,
-    /// Index files.
+    /// Index files. The index takes up to 64 puts ahead of its files, so a roll to a new file
+    /// may show here only at the next query, checkpoint or 64th put.
     pub index_files: usize,
     /// Long polls that found nothing and waited, and those a new message woke.
     pub long_polls_held: u64,
