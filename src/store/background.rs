@@ -69,9 +69,14 @@ impl StoreState {
             state.output.flush().map(|()| dispatched)
         };
         let queues = dispatcher::flush_queues(&self.queues);
-        let index = self.index.flush();
+        let index = self.index.flush_for_checkpoint();
         let flushed = match (dispatched, queues, index) {
-            (Ok(dispatched), Ok(queues), Ok(index_files)) => Ok((dispatched, queues, index_files)),
+            (Ok(dispatched), Ok(queues), Ok((index_files, behind))) => {
+                if behind.is_some() {
+                    Counters::add(&self.counters.background_failures, 1);
+                }
+                Ok((behind.map_or(dispatched, |below| dispatched.min(below)), queues, index_files))
+            }
             (Err(error), ..) | (_, Err(error), _) | (.., Err(error)) => Err(error),
         };
         let (dispatched, queues, index_files) =

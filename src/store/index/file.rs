@@ -200,6 +200,14 @@ impl IndexFile {
         self.sealed.load(Ordering::Acquire)
     }
 
+    /// How many more puts the file takes: none once it is sealed or poisoned.
+    pub(crate) fn room(&self) -> usize {
+        if self.is_sealed() || self.poisoned.load(Ordering::Acquire) {
+            return 0;
+        }
+        self.entry_capacity.saturating_sub(1).saturating_sub(self.index_count()) as usize
+    }
+
     /// The header as it stands in memory.
     pub(super) fn header(&self) -> IndexHeader {
         IndexHeader {

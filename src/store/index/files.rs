@@ -40,6 +40,11 @@ pub(super) struct Writer {
     /// file's lock, their slots' cache misses overlapping), when `PUTS_TAKEN_AHEAD` are waiting
     /// and before anything reads the files (a query, a flush).
     pub(super) taken: Vec<IndexPut>,
+    /// The newest file (the one puts go into), as of the last put into the files.
+    pub(super) active: Option<Arc<IndexFile>>,
+    /// The last attempt to put the taken puts in failed: every put tries at once (and gets the
+    /// error), and queries answer from the taken puts instead of trying again.
+    pub(super) failed: bool,
 }
 
 /// Puts taken before they go into the files together. A put then costs the index about a
@@ -83,7 +88,12 @@ impl IndexFiles {
             slot_count: slots,
             entry_count: entries,
             budget,
-            writer: Mutex::new(Writer { end_log_offset, taken: Vec::with_capacity(PUTS_TAKEN_AHEAD) }),
+            writer: Mutex::new(Writer {
+                end_log_offset,
+                taken: Vec::with_capacity(PUTS_TAKEN_AHEAD),
+                active: files.last().cloned(),
+                failed: false,
+            }),
             files: RwLock::new(files),
         })
     }
@@ -151,11 +161,14 @@ impl IndexFiles {
         writer.taken.push(put);
         // A message's later keys go in at once, so that one with more keys than a file holds is
         // refused by its own put.
-        if (same_message || writer.taken.len() >= PUTS_TAKEN_AHEAD)
-            && let Err(error) = self.put_taken(&mut writer)
-        {
+        // So does one that needs a new file (or finds the file poisoned, or follows a failure):
+        // its own failure is its own, as when every put went in at once.
+        let room = writer.active.as_ref().map_or(0, |file| file.room());
+        let due = same_message || writer.failed || writer.taken.len() > room || writer.taken.len() >= PUTS_TAKEN_AHEAD;
+        if due && let Err(error) = self.put_taken(&mut writer) {
             // A failed put changes nothing: its own put goes (those taken before it stay, for
-            // the next try; every query and flush tries them first, and fails meanwhile).
+            // the next try; queries answer them from memory meanwhile, and the checkpoint stops
+            // below them).
             if writer.taken.last() == Some(&put) {
                 writer.taken.pop();
                 writer.end_log_offset = before;
@@ -190,6 +203,8 @@ impl IndexFiles {
             }
         };
         writer.taken.drain(..done);
+        writer.active = self.files.read().last().cloned();
+        writer.failed = result.is_err();
         result
     }
 
@@ -247,25 +262,72 @@ impl IndexFiles {
     /// Files are searched newest first and only those whose time range overlaps. Hashes collide:
     /// the caller re-checks the key (and the exact time) on each message.
     pub(crate) fn query(&self, key_hash: u32, begin_ms: i64, end_ms: i64, max: usize) -> Result<Vec<u64>> {
-        self.catch_up()?;
-        let files: Vec<Arc<IndexFile>> =
-            self.files.read().iter().rev().filter(|f| f.overlaps(begin_ms, end_ms)).cloned().collect();
+        let mut writer = self.writer.lock();
+        if !writer.taken.is_empty() && !writer.failed {
+            // A failure is reported to the puts (dispatch retries) and the checkpoint, not here.
+            let _ = self.put_taken(&mut writer);
+        }
         let mut found = Vec::new();
-        for file in files {
-            if found.len() >= max {
-                break;
+        if writer.taken.is_empty() {
+            drop(writer);
+            self.query_files(key_hash, begin_ms, end_ms, max, &mut found)?;
+        } else {
+            // Taken puts that cannot go in now (a full disk at a roll, a poisoned file): they are
+            // answered from memory, the lock held so that none moves into a file meanwhile.
+            for put in writer.taken.iter().rev() {
+                let in_range = (begin_ms..=end_ms).contains(&put.timestamp_ms);
+                if found.len() < max && put.key_hash == key_hash && in_range && found.last() != Some(&put.log_offset) {
+                    found.push(put.log_offset);
+                }
             }
-            file.query_into(key_hash, begin_ms, end_ms, max, &mut found)?;
+            self.query_files(key_hash, begin_ms, end_ms, max, &mut found)?;
         }
         found.reverse();
         Ok(found)
     }
 
+    /// The files' part of [`IndexFiles::query`], newest first, appended to `found`.
+    fn query_files(&self, key_hash: u32, begin_ms: i64, end_ms: i64, max: usize, found: &mut Vec<u64>) -> Result<()> {
+        let files: Vec<Arc<IndexFile>> =
+            self.files.read().iter().rev().filter(|f| f.overlaps(begin_ms, end_ms)).cloned().collect();
+        for file in files {
+            if found.len() >= max {
+                break;
+            }
+            file.query_into(key_hash, begin_ms, end_ms, max, found)?;
+        }
+        Ok(())
+    }
+
     /// Makes every put so far durable ([`IndexFile::flush`] of the active file; sealed files were
     /// flushed when sealed). Puts and queries go on meanwhile. Returns what every file holds
     /// durably now, for the store checkpoint's summary.
+    #[cfg(test)]
     pub(crate) fn flush(&self) -> Result<Vec<IndexFileSummary>> {
         self.catch_up()?;
+        self.flush_files()
+    }
+
+    /// [`IndexFiles::flush`] for the store checkpoint: when the taken puts cannot go in (a full
+    /// disk at a roll, a poisoned file), the files are flushed all the same and the lowest log
+    /// offset among the puts still taken is returned — every message below it is in the files
+    /// flushed, and the checkpoint claims no more than that.
+    pub(crate) fn flush_for_checkpoint(&self) -> Result<(Vec<IndexFileSummary>, Option<u64>)> {
+        let behind = match self.catch_up() {
+            Ok(()) => None,
+            Err(error) => {
+                let Some(first) = self.writer.lock().taken.first().map(|put| put.log_offset) else {
+                    return Err(error);
+                };
+                tracing::warn!(%error, below = first, "index puts taken ahead cannot go in: the checkpoint stops below them");
+                Some(first)
+            }
+        };
+        Ok((self.flush_files()?, behind))
+    }
+
+    /// Flushes the newest file and summarises them all.
+    fn flush_files(&self) -> Result<Vec<IndexFileSummary>> {
         let files: Vec<Arc<IndexFile>> = self.files.read().clone();
         let mut summaries = Vec::with_capacity(files.len());
         for (i, file) in files.iter().enumerate() {

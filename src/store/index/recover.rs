@@ -167,6 +167,8 @@ impl IndexFiles {
         // Puts taken ahead (none before the first put) are past what the files now hold: dispatch
         // redoes them from the end set here.
         writer.taken.clear();
+        writer.active = files.last().cloned();
+        writer.failed = false;
         writer.end_log_offset = last_end(&files);
         Ok(recovery)
     }
