@@ -70,8 +70,7 @@ pub struct StoreMetrics {
     pub entries_refused: u64,
     /// Consume queues.
     pub queues: usize,
-    /// Index files. The index takes up to 64 puts ahead of its files, so a roll to a new file
-    /// may show here only at the next query, checkpoint or 64th put.
+    /// Index files.
     pub index_files: usize,
     /// Long polls that found nothing and waited, and those a new message woke.
     pub long_polls_held: u64,

@@ -25,7 +25,10 @@
 //! `IndexFiles` is `Send + Sync`. `IndexFiles` takes puts ahead (up to 64, under its writer lock)
 //! and puts them into the file together — one hold of its lock, their slots loaded first so the
 //! cache misses overlap — before anything reads the files: a query or a flush puts them in
-//! first, so what a query sees is every put that returned before it.
+//! first, so what a query sees is every put that returned before it. A put that needs a new
+//! file goes in at once (its roll's failure is its own). Taken puts that cannot go in (a
+//! poisoned file) are answered from memory by queries, and the store checkpoint stops below
+//! the first of them.
 //!
 //! Durability: a new file is created at full size with fallocate (a full disk fails there, never
 //! at a put), its header (with the begin timestamp every time is relative to) fdatasynced and the
