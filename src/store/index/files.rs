@@ -37,8 +37,9 @@ pub(super) struct Writer {
     /// The largest log offset indexed, in any file or among the puts taken.
     pub(super) end_log_offset: Option<u64>,
     /// Puts taken but not yet in a file, oldest first: they go in together (one hold of the
-    /// file's lock, their slots' cache misses overlapping), when `PUTS_TAKEN_AHEAD` are waiting
-    /// and before anything reads the files (a query, a flush).
+    /// file's lock, their slots' cache misses overlapping), when `PUTS_TAKEN_AHEAD` are waiting,
+    /// when the next would not fit in the file, and before anything reads the files (a query, a
+    /// flush).
     pub(super) taken: Vec<IndexPut>,
     /// The newest file (the one puts go into), as of the last put into the files.
     pub(super) active: Option<Arc<IndexFile>>,
@@ -123,8 +124,7 @@ impl IndexFiles {
         &self.dir
     }
 
-    /// How many files there are (puts taken ahead may roll to more: see
-    /// [`IndexFiles::catch_up`]).
+    /// How many files there are.
     pub(crate) fn file_count(&self) -> usize {
         self.files.read().len()
     }
