@@ -8,6 +8,7 @@
 mod dir;
 pub(crate) mod map_budget;
 mod mmap;
+mod table;
 mod value_file;
 
 use std::fs::{self, File, OpenOptions};
@@ -17,6 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub(crate) use dir::{list_dir, lock_dir, prepare_dir, require_dir};
 pub(crate) use mmap::MappedFile;
+pub(crate) use table::U32Table;
 pub(crate) use value_file::ValueFile;
 
 /// How a log reads its files (see [`LogConfig::read_path`](crate::LogConfig::read_path)).

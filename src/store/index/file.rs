@@ -12,7 +12,7 @@ use crate::config::ReadPath;
 use crate::error::{Error, Result};
 use crate::format::{INDEX_FILE_ENTRY_LEN, INDEX_FILE_SLOT_LEN, INDEX_FILE_SUFFIX, file_name};
 use crate::storage::map_budget::MapBudget;
-use crate::storage::{self, MappedFile};
+use crate::storage::{self, MappedFile, U32Table};
 use crate::store::index::active::{ActiveState, PENDING_ENTRIES};
 use crate::store::index::layout::{
     IndexFileEntry, IndexHeader, check_sizes, entry_position, index_file_len, read_header, slot_of, slot_position,
@@ -95,7 +95,14 @@ impl IndexFile {
             let _ = storage::remove_if_exists(&path);
             return Err(error);
         }
-        let state = ActiveState::new(vec![0; slots as usize], 0, 0);
+        let state = match U32Table::zeroed(slots as usize) {
+            Ok(table) => ActiveState::new(table, 0, 0),
+            Err(error) => {
+                file.retire();
+                let _ = storage::remove_if_exists(&path);
+                return Err(error);
+            }
+        };
         Ok(IndexFile::new(file, header, entries, Some(state)))
     }
 
@@ -108,17 +115,13 @@ impl IndexFile {
         let file = MappedFile::open_writable(path, file_len, file_len, ReadPath::Mmap, INDEX_FILE_ADVICE)?;
         let mut index = IndexFile::new(file, header, capacity, None);
         let table_len = header.slot_count as usize * INDEX_FILE_SLOT_LEN;
-        let read_slots = |b: &[u8]| {
-            let mut slots = vec![0u32; header.slot_count as usize];
-            BigEndian::read_u32_into(b, &mut slots);
-            slots
-        };
-        let slots = index.file.read_with(slot_position(0), table_len, read_slots)?;
+        let mut slots = U32Table::zeroed(header.slot_count as usize)?;
+        let read = index.file.read_with(slot_position(0), table_len, |b| BigEndian::read_u32_into(b, &mut slots))?;
         let last_time_diff_s = match header.index_count {
             0 => Some(0),
             n => index.read_entry(n)?.map(|last| last.time_diff_s),
         };
-        let (Some(slots), Some(last_time_diff_s)) = (slots, last_time_diff_s) else {
+        let (Some(()), Some(last_time_diff_s)) = (read, last_time_diff_s) else {
             return Err(index.misuse("read a retired index file"));
         };
         index.active = RwLock::new(Some(ActiveState::new(slots, header.index_count, last_time_diff_s)));

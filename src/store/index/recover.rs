@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::error::Result;
-use crate::storage;
+use crate::storage::{self, U32Table};
 use crate::store::index::active::ActiveState;
 use crate::store::index::file::IndexFile;
 use crate::store::index::files::{IndexFiles, delete, last_end};
@@ -55,7 +55,7 @@ impl IndexFile {
         };
         self.write_pending(state)?;
         let counted = self.index_count.load(Ordering::Relaxed);
-        let mut heads = vec![0u32; self.slot_count as usize];
+        let mut heads = U32Table::zeroed(self.slot_count as usize)?;
         let mut last: Option<IndexFileEntry> = None;
         let mut kept = 0;
         let mut cut_at = None;
