@@ -27,6 +27,7 @@ use crate::store::index::{IndexFiles, key_hash};
 use crate::store::long_poll::LongPolls;
 use crate::store::message::{Message, StoredMessage, validate_topic};
 use crate::store::metrics::Counters;
+use crate::store::queue_map::QueueMap;
 use crate::store::queues::Queues;
 use crate::store::state::{DispatchState, StoreState};
 
@@ -42,14 +43,37 @@ const LONGEST_RETRY: Duration = Duration::from_secs(1);
 /// Builds the consume queues: one entry per message in its topic's queue, then wakes the long
 /// polls waiting on that queue.
 pub(crate) struct QueueBuilder {
-    pub(crate) queues: Arc<Queues>,
-    pub(crate) long_polls: Arc<LongPolls>,
-    pub(crate) counters: Arc<Counters>,
+    queues: Arc<Queues>,
+    long_polls: Arc<LongPolls>,
+    counters: Arc<Counters>,
+    /// The queues it appended to, found without the store's queue-map lock; forgotten when a
+    /// queue is removed (`removals` moved: a damaged queue, at open).
+    known: QueueMap<Arc<ConsumeQueue>>,
+    removals: u64,
+}
+
+impl QueueBuilder {
+    pub(crate) fn new(queues: Arc<Queues>, long_polls: Arc<LongPolls>, counters: Arc<Counters>) -> QueueBuilder {
+        let removals = queues.removals();
+        QueueBuilder { queues, long_polls, counters, known: QueueMap::default(), removals }
+    }
+
+    /// The queue, opened (empty) if it is new.
+    fn queue(&mut self, topic: &str, queue_id: u32) -> Result<Arc<ConsumeQueue>> {
+        let removals = self.queues.removals();
+        if removals != self.removals {
+            self.known = QueueMap::default();
+            self.removals = removals;
+        }
+        let queues = &self.queues;
+        let queue = self.known.get_or_try_insert(topic, queue_id, || queues.get_or_open(topic, queue_id))?;
+        Ok(Arc::clone(queue))
+    }
 }
 
 impl Dispatch for QueueBuilder {
     fn dispatch(&mut self, request: &DispatchRequest<'_>) -> Result<()> {
-        let queue = self.queues.get_or_open(request.topic, request.queue_id)?;
+        let queue = self.queue(request.topic, request.queue_id)?;
         let tag_hash = tag_hash(request.tag);
         let append = || queue.append(request.queue_offset, request.log_offset, request.size, tag_hash);
         let mut appended = append()?;
@@ -421,11 +445,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let (queues, _) = Queues::open(dir.path(), 64, ReadPath::Mmap, None).expect("queues");
         let (queues, counters) = (Arc::new(queues), Arc::new(Counters::default()));
-        let mut builder = QueueBuilder {
-            queues: Arc::clone(&queues),
-            long_polls: Arc::new(LongPolls::default()),
-            counters: Arc::clone(&counters),
-        };
+        let mut builder = QueueBuilder::new(Arc::clone(&queues), Arc::new(LongPolls::default()), Arc::clone(&counters));
         builder.dispatch(&request(0, 100, 50)).expect("first");
         builder.dispatch(&request(4, 600, 500)).expect("after the gap");
         let queue = queues.get("t", 0).expect("queue");
@@ -436,5 +456,24 @@ mod tests {
         // was): the placeholders would not fit above the last entry, and the message is refused.
         builder.dispatch(&request(9, 900, 50)).expect("refused, not an error");
         assert_eq!((queue.max_offset(), counters.entries_refused.load(Ordering::Relaxed)), (5, 1));
+    }
+
+    /// The builder keeps the queues it appended to; a queue removed (damaged, at open) is
+    /// forgotten, and the next message goes into the queue opened in its place.
+    #[test]
+    fn a_removed_queue_is_not_appended_to_again() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (queues, _) = Queues::open(dir.path(), 64, ReadPath::Mmap, None).expect("queues");
+        let queues = Arc::new(queues);
+        let counters = Arc::new(Counters::default());
+        let mut builder = QueueBuilder::new(Arc::clone(&queues), Arc::new(LongPolls::default()), counters);
+        builder.dispatch(&request(0, 100, 0)).expect("first");
+        let removed = queues.get("t", 0).expect("queue");
+        queues.remove_damaged("t", 0).expect("remove");
+        builder.dispatch(&request(0, 200, 0)).expect("into a new queue");
+        let queue = queues.get("t", 0).expect("queue");
+        assert!(!Arc::ptr_eq(&queue, &removed), "a new queue");
+        assert_eq!(queue.get(0).expect("get").expect("entry").log_offset, 200);
+        assert_eq!(removed.max_offset(), 1, "the removed queue got nothing more");
     }
 }

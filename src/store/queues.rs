@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::RwLock;
 
@@ -38,6 +39,11 @@ pub(crate) struct Queues {
     /// The map budget every queue's files are under.
     budget: Option<MapBudget>,
     map: RwLock<QueueMap<Arc<ConsumeQueue>>>,
+    /// How many queues were removed: a holder of queues it looked up ([`QueueBuilder`]'s own map)
+    /// forgets them when this moves.
+    ///
+    /// [`QueueBuilder`]: crate::store::dispatcher::QueueBuilder
+    removals: AtomicU64,
 }
 
 impl Queues {
@@ -83,7 +89,8 @@ impl Queues {
                 }
             }
         }
-        let queues = Queues { dir: dir.to_path_buf(), entries_per_file, reads, budget, map: RwLock::new(map) };
+        let map = RwLock::new(map);
+        let queues = Queues { dir: dir.to_path_buf(), entries_per_file, reads, budget, map, removals: AtomicU64::new(0) };
         Ok((queues, discarded))
     }
 
@@ -109,6 +116,7 @@ impl Queues {
     /// dispatch builds it again from the commit log. Only at open, before anything reads it.
     pub(crate) fn remove_damaged(&self, topic: &str, queue_id: u32) -> Result<()> {
         self.map.write().remove_if(topic, queue_id, |_| true);
+        self.removals.fetch_add(1, Ordering::AcqRel);
         let topic_dir = self.dir.join(topic);
         let queue_dir = topic_dir.join(queue_id.to_string());
         match std::fs::remove_dir_all(&queue_dir) {
@@ -116,6 +124,11 @@ impl Queues {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(error) => Err(Error::io("remove a damaged queue", &queue_dir)(error)),
         }
+    }
+
+    /// How many queues were removed so far: a queue looked up before it moved may be gone.
+    pub(crate) fn removals(&self) -> u64 {
+        self.removals.load(Ordering::Acquire)
     }
 
     /// Every queue: (topic, queue id, queue), sorted by topic and queue id.

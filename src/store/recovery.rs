@@ -195,11 +195,7 @@ fn assemble(
     let (queues, index) = (Arc::new(queues), Arc::new(index));
     let (long_polls, counters) = (Arc::new(LongPolls::default()), Arc::new(Counters::default()));
     let mut output = BroadcastingOutput::default();
-    output.push(Box::new(QueueBuilder {
-        queues: Arc::clone(&queues),
-        long_polls: Arc::clone(&long_polls),
-        counters: Arc::clone(&counters),
-    }));
+    output.push(Box::new(QueueBuilder::new(Arc::clone(&queues), Arc::clone(&long_polls), Arc::clone(&counters))));
     output.push(Box::new(IndexBuilder { index: Arc::clone(&index) }));
     let replay_end = log.next_offset();
     StoreState {
