@@ -42,7 +42,6 @@ impl U32Table {
         }
         Ok(U32Table { map, len })
     }
-
 }
 
 impl Deref for U32Table {

@@ -3,7 +3,7 @@
 //! woken by a condition variable per queue, never by polling.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -38,6 +38,11 @@ pub(crate) enum Woken {
 #[derive(Default)]
 pub(crate) struct LongPolls {
     signals: Mutex<QueueMap<Arc<Signal>>>,
+    /// Whether any queue has a signal (`signals` is not empty; kept outside its lock): an arrival
+    /// when none has one takes no lock. Stored and read with a `SeqCst` fence on either side: a
+    /// wait registers, fences, then reads the queue's end; an arrival stores the end, fences,
+    /// then reads this — so either the wait sees the new end or the arrival sees the wait.
+    signalled: AtomicBool,
     closed: AtomicBool,
     /// Waits that found nothing and were held, and those an arrival woke.
     pub(crate) held: AtomicU64,
@@ -47,15 +52,21 @@ pub(crate) struct LongPolls {
 impl LongPolls {
     fn signal(&self, topic: &str, queue_id: u32) -> Arc<Signal> {
         let mut signals = self.signals.lock();
-        let signal = signals.get_or_insert_with(topic, queue_id, Arc::default);
+        let signal = Arc::clone(signals.get_or_insert_with(topic, queue_id, Arc::default));
+        self.signalled.store(!signals.is_empty(), Ordering::SeqCst);
         if self.closed.load(Ordering::SeqCst) {
             signal.end.lock().closed = true;
         }
-        Arc::clone(signal)
+        signal
     }
 
     /// The dispatcher added entries to the queue: it now ends at `max_offset`.
     pub(crate) fn arrived(&self, topic: &str, queue_id: u32, max_offset: u64) {
+        // The queue's new end is stored (the caller read it back): see `signalled`.
+        fence(Ordering::SeqCst);
+        if !self.signalled.load(Ordering::Relaxed) {
+            return; // nobody waits on any queue
+        }
         let signal = {
             let signals = self.signals.lock();
             match signals.get(topic, queue_id) {
@@ -84,6 +95,8 @@ impl LongPolls {
         current_end: impl Fn() -> u64,
     ) -> Woken {
         let signal = self.signal(topic, queue_id);
+        // Registered before the queue's end is read: see `signalled`.
+        fence(Ordering::SeqCst);
         let woken = self.wait_on(&signal, offset, timeout, current_end);
         self.release(topic, queue_id, signal);
         woken
@@ -94,7 +107,9 @@ impl LongPolls {
     fn release(&self, topic: &str, queue_id: u32, signal: Arc<Signal>) {
         drop(signal);
         // Under the map lock: a waiter takes its clone under it too, so a count of 1 is final.
-        self.signals.lock().remove_if(topic, queue_id, |signal| Arc::strong_count(signal) == 1);
+        let mut signals = self.signals.lock();
+        signals.remove_if(topic, queue_id, |signal| Arc::strong_count(signal) == 1);
+        self.signalled.store(!signals.is_empty(), Ordering::SeqCst);
     }
 
     /// How many queues have a signal (waited on now).

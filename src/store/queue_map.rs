@@ -67,6 +67,11 @@ impl<T> QueueMap<T> {
         }
     }
 
+    /// Whether no queue has a value.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.topics.values().all(HashMap::is_empty)
+    }
+
     /// How many queues have a value.
     pub(crate) fn len(&self) -> usize {
         self.topics.values().map(HashMap::len).sum()

@@ -90,7 +90,8 @@ impl Queues {
             }
         }
         let map = RwLock::new(map);
-        let queues = Queues { dir: dir.to_path_buf(), entries_per_file, reads, budget, map, removals: AtomicU64::new(0) };
+        let queues =
+            Queues { dir: dir.to_path_buf(), entries_per_file, reads, budget, map, removals: AtomicU64::new(0) };
         Ok((queues, discarded))
     }
 
