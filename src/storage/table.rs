@@ -27,14 +27,14 @@ impl U32Table {
     /// aligns an anonymous mapping of that size to a huge page), so all of it can be huge; the
     /// memory is taken as it is first written. `Error::Io` if the system refuses the mapping.
     pub(crate) fn zeroed(len: usize) -> Result<U32Table> {
-        let bytes = len.checked_mul(4).ok_or(Error::InvalidConfig {
-            field: "index_slots",
-            reason: "a slot table larger than the address space".into(),
-        })?;
         // A table smaller than a huge page stays on small pages: one huge page would take 2 MiB
         // at its first write.
-        let huge = bytes >= HUGE_PAGE;
-        let mapped = if huge { bytes.div_ceil(HUGE_PAGE) * HUGE_PAGE } else { bytes.max(1) };
+        let huge = len.saturating_mul(4) >= HUGE_PAGE;
+        let mapped = len
+            .checked_mul(4)
+            .and_then(|bytes| if huge { bytes.checked_next_multiple_of(HUGE_PAGE) } else { Some(bytes.max(1)) })
+            .filter(|&mapped| isize::try_from(mapped).is_ok())
+            .ok_or(Error::InvalidConfig { field: "index_slots", reason: "a slot table larger than memory".into() })?;
         let map = MmapMut::map_anon(mapped).map_err(Error::io("mmap anonymous memory", "(index slot table)"))?;
         #[cfg(target_os = "linux")]
         if huge {
@@ -75,6 +75,9 @@ mod tests {
 
     #[test]
     fn a_table_starts_zeroed_and_keeps_what_is_written() {
+        for len in [usize::MAX / 4, usize::MAX / 8, usize::MAX] {
+            assert!(U32Table::zeroed(len).is_err(), "{len} u32s: refused, never a short map");
+        }
         for len in [0, 1, 1000, HUGE_PAGE / 4 + 1] {
             let mut table = U32Table::zeroed(len).expect("map");
             assert_eq!(table.len(), len);

@@ -41,7 +41,9 @@ pub(crate) struct LongPolls {
     /// Whether any queue has a signal (`signals` is not empty; kept outside its lock): an arrival
     /// when none has one takes no lock. Stored and read with a `SeqCst` fence on either side: a
     /// wait registers, fences, then reads the queue's end; an arrival stores the end, fences,
-    /// then reads this — so either the wait sees the new end or the arrival sees the wait.
+    /// then reads this — so either the wait sees the new end or the arrival sees the wait. Every
+    /// store is made under the `signals` lock, from the map as it is then, so the last store
+    /// always matches the map.
     signalled: AtomicBool,
     closed: AtomicBool,
     /// Waits that found nothing and were held, and those an arrival woke.

@@ -114,7 +114,9 @@ impl Queues {
     }
 
     /// Removes a queue found damaged at open, and its directory (fsynced): it is derived, and
-    /// dispatch builds it again from the commit log. Only at open, before anything reads it.
+    /// dispatch builds it again from the commit log. Only at open, before anything reads it —
+    /// and before anything dispatches: a dispatcher that looked the queue up before `removals`
+    /// moved could append to the removed queue.
     pub(crate) fn remove_damaged(&self, topic: &str, queue_id: u32) -> Result<()> {
         self.map.write().remove_if(topic, queue_id, |_| true);
         self.removals.fetch_add(1, Ordering::AcqRel);

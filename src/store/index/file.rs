@@ -79,6 +79,8 @@ impl IndexFile {
         entries: u32,
     ) -> Result<IndexFile> {
         check_sizes(slots, entries)?;
+        // The table first: a failure to get it leaves no file behind.
+        let table = U32Table::zeroed(slots as usize)?;
         let path = dir.join(file_name(begin_log_offset, INDEX_FILE_SUFFIX));
         let file = MappedFile::create_fixed(&path, index_file_len(slots, entries), ReadPath::Mmap, INDEX_FILE_ADVICE)?;
         let header = IndexHeader {
@@ -95,15 +97,7 @@ impl IndexFile {
             let _ = storage::remove_if_exists(&path);
             return Err(error);
         }
-        let state = match U32Table::zeroed(slots as usize) {
-            Ok(table) => ActiveState::new(table, 0, 0),
-            Err(error) => {
-                file.retire();
-                let _ = storage::remove_if_exists(&path);
-                return Err(error);
-            }
-        };
-        Ok(IndexFile::new(file, header, entries, Some(state)))
+        Ok(IndexFile::new(file, header, entries, Some(ActiveState::new(table, 0, 0))))
     }
 
     /// Opens an existing file as the active one (puts continue after its header's `index_count`),
