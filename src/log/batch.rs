@@ -228,13 +228,16 @@ fn validate_records(
     let header = BatchHeader::decode_from(bytes).ok_or(Corruption::ShortHeader { available })?;
     header.check(available, expected)?;
     let batch = &bytes[..header.size() as usize];
-    // The records are decoded before the CRC is computed, though a CRC mismatch is the error
-    // reported when both are wrong: the decoder's scattered loads bring the batch from memory into
-    // the cache while it works (the hardware prefetcher keeps ahead of it), and the CRC then reads
-    // cached bytes; the other order makes the CRC wait on memory. Decoding unverified bytes is
-    // safe (every read is bounds-checked) and nothing decoded is used unless both pass.
-    let records = check_records(batch, &header, records);
+    // The CRC first: its loads are independent of each other, so they stream the batch from
+    // memory with many misses in flight, and the decoder then walks cached bytes. The decoder's
+    // loads depend on each other (a record's position is the previous record's length), so when it
+    // went first each miss waited for the one before: measured on 100-byte records, one pass over
+    // a freshly opened log went from 28M to 37M records/s, and criterion's repeated in-place read
+    // from 30M to 49M. A CRC mismatch is the error reported when both are wrong. Decoding is
+    // safe whatever the bytes (every read is bounds-checked), and nothing decoded is used unless
+    // both pass.
     let computed = crc32fast::hash(&batch[ATTRIBUTES_POS..]);
+    let records = check_records(batch, &header, records);
     if computed != header.crc {
         return Err(Corruption::CrcMismatch { stored: header.crc, computed });
     }
