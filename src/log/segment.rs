@@ -18,7 +18,7 @@ use crate::log::index_plan::{IndexPlanner, PlannedIndexes, write_index_files};
 use crate::log::offset_index::{OffsetEntry, OffsetIndex};
 use crate::log::positions::Positions;
 use crate::log::time_index::{TimeEntry, TimeIndex};
-use crate::log::walk::{BatchPos, Stop, WalkEnd, scan, walk_file, walk_file_in};
+use crate::log::walk::{BatchPos, Stop, WalkEnd, scan, walk_copied, walk_file, walk_file_in};
 use crate::storage::{self, FileId, MappedFile, SEGMENT_ADVICE};
 
 /// The three file paths of the segment starting at `base_offset`.
@@ -693,17 +693,14 @@ impl LogSegment {
         let mut taken = 0u64;
         let copied_from = out.len();
         let window = chunk_limit.saturating_add(BATCH_HEADER_LEN as u64);
-        let end = walk_file_in(&self.log, self.size(), start, window, |_, header, bytes| {
+        // Read into `out` and walked there: a reader that keeps the bytes copies them once.
+        let end = walk_copied(&self.log, self.size(), start, window, out, (), |_, header, _| {
             let size = header.size();
             let fits = if taken == 0 { at_least_one || size <= budget } else { taken + size <= chunk_limit };
             if header.base_offset >= upper || !fits {
                 return ControlFlow::Break(());
             }
-            // Tests hold a reader inside its guard here (a truncation must wait for it).
-            #[cfg(feature = "failpoints")]
-            fail::fail_point!("read_holding_segment");
             taken += size;
-            out.extend_from_slice(bytes);
             ControlFlow::Continue(())
         });
         let end = match end {

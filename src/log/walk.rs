@@ -75,6 +75,48 @@ pub(crate) fn walk_file_in<B>(
     }
 }
 
+/// [`walk_file_in`] for a caller that keeps the bytes it walks: each window is appended to `out`
+/// with [`MappedFile::copy_into`] (one copy, no map) and walked there. On return `out` ends with
+/// exactly the batches visited before the stop (those `visit` continued past); a visited batch's
+/// bytes are in `out` already when `visit` sees them (as its third argument). A batch that does
+/// not fit in the window once a batch was visited stops the walk with `Stop::Break(full)` (a
+/// window sized to what the caller takes: it would not take that batch, and is spared a read).
+pub(crate) fn walk_copied<B>(
+    file: &MappedFile,
+    len: u64,
+    start: BatchPos,
+    window: u64,
+    out: &mut Vec<u8>,
+    full: B,
+    mut visit: impl FnMut(BatchPos, &BatchHeader, &[u8]) -> ControlFlow<B>,
+) -> Result<Option<WalkEnd<B>>> {
+    let window = window.max(BATCH_HEADER_LEN as u64);
+    let from = out.len();
+    let mut at = start;
+    let mut needed = 0u64;
+    let end = loop {
+        // `out` holds the batches visited so far: a window straddling a batch is read again.
+        out.truncate(from + (at.position - start.position) as usize);
+        let remaining = len.saturating_sub(at.position);
+        if remaining == 0 {
+            break WalkEnd { at, stop: Stop::End };
+        }
+        let read = remaining.min(window.max(needed)) as usize;
+        let window_at = out.len();
+        if file.copy_into(at.position, read, out)?.is_none() {
+            out.truncate(from);
+            return Ok(None);
+        }
+        match walk_window(&out[window_at..], remaining, &mut at, &mut visit) {
+            Step::Done(stop) => break WalkEnd { at, stop },
+            Step::NeedMore(_) if at != start => break WalkEnd { at, stop: Stop::Break(full) },
+            Step::NeedMore(bytes) => needed = bytes,
+        }
+    };
+    out.truncate(from + (end.at.position - start.position) as usize);
+    Ok(Some(end))
+}
+
 enum Step<B> {
     Done(Stop<B>),
     /// The batch at the walk's position needs this many bytes in one window.
