@@ -9,6 +9,7 @@
 
 mod budget;
 mod channel;
+mod commitlog;
 mod maintenance;
 mod phases;
 mod store;
@@ -196,12 +197,12 @@ impl BenchOptions {
                 human(available)
             ));
         }
-        // The logs of one run: the 100-byte phases (append, producer, compaction, three keyed
-        // append phases) and the large-value one, plus the warm-up segments.
+        // The logs of one run: the 100-byte phases (append, producer, compaction, three keyed, the
+        // peer's append) and the large-value one, plus the warm-up segments.
         let large = (self.large_value_bytes as u64).saturating_add(30);
         let log_disk = self
             .records
-            .saturating_mul(6 * 130)
+            .saturating_mul(7 * 130)
             .saturating_add((self.records / 4).saturating_mul(large))
             .saturating_add(64 << 20);
         // The store's: five no-fsync phases (two puts, two appends, dispatch lag) of at most
@@ -286,6 +287,13 @@ pub struct BenchResult {
     /// See `baseline`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio: Option<f64>,
+    /// The peer's phase on the same workload (the `commitlog` crate), and this one's records per
+    /// second as a multiple of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
+    /// See `peer`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer_ratio: Option<f64>,
     /// Appends per fsync (group commit), for durable phases.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub appends_per_fsync: Option<f64>,
@@ -328,7 +336,12 @@ pub fn run(options: &BenchOptions, progress: &mut dyn FnMut(&str, u64, u64)) -> 
 /// Each figure against its baseline.
 fn add_ratios(results: &mut [BenchResult]) {
     let find = |results: &[BenchResult], name: &str| results.iter().find(|r| r.name == name).cloned();
-    let raw_write = find(results, "raw_write");
+    let raw_writes: Vec<BenchResult> = results
+        .iter()
+        .filter(|r| r.name.starts_with("raw_write") && r.name != "raw_write_fdatasync")
+        .cloned()
+        .collect();
+    let peers: Vec<BenchResult> = results.iter().filter(|r| r.name.starts_with("commitlog_")).cloned().collect();
     let raw_sync = find(results, "raw_write_fdatasync");
     let durable_single = find(results, "durable_1t_100B_x1");
     let keyed_idle = find(results, "append_keyed_idle");
@@ -343,11 +356,10 @@ fn add_ratios(results: &mut [BenchResult]) {
                 (b.name.clone(), ratio)
             })
         };
-        // Raw writes are of large-record batches: only the large-record append compares to them.
-        let pair = if r.name.starts_with("append_")
-            && raw_write.as_ref().is_some_and(|w| w.bytes / w.records.max(1) == r.bytes / r.records.max(1))
-        {
-            against(&raw_write, true)
+        // Each append against the raw write of records of its size.
+        let raw_write = raw_writes.iter().find(|w| w.bytes / w.records.max(1) == r.bytes / r.records.max(1));
+        let pair = if r.name.starts_with("append_") && !r.name.starts_with("append_keyed_") && raw_write.is_some() {
+            against(&raw_write.cloned(), true)
         } else if let Some(size) = r.name.strip_prefix("read_").and_then(|rest| rest.split('_').next()) {
             // The same log's files read and CRC-checked raw; compared in records per second.
             let raw = raw_reads.iter().find(|b| b.name == format!("raw_read_{size}"));
@@ -375,6 +387,17 @@ fn add_ratios(results: &mut [BenchResult]) {
         if let Some((baseline, ratio)) = pair.filter(|(_, ratio)| ratio.is_finite()) {
             r.baseline = Some(baseline);
             r.ratio = Some(ratio);
+        }
+        // The peer's phase of the same workload: `append_100B` ↔ `commitlog_append_100B`,
+        // `read_100B` and `read_100B_in_place` ↔ `commitlog_read_100B` (records per second).
+        let workload = match r.name.strip_suffix("_in_place").unwrap_or(&r.name) {
+            name if name.starts_with("append_") || name.starts_with("read_") => Some(name.to_owned()),
+            _ => None,
+        };
+        let peer = workload.and_then(|w| peers.iter().find(|p| p.name == format!("commitlog_{w}")));
+        if let Some(peer) = peer.filter(|p| p.records_per_sec > 0.0) {
+            r.peer = Some(peer.name.clone());
+            r.peer_ratio = Some(r.records_per_sec / peer.records_per_sec);
         }
     }
 }
@@ -428,6 +451,8 @@ fn result(name: &str, records: u64, bytes: u64, elapsed: Duration, mut latencies
         p999_us: percentile_us(&latencies, 0.999),
         baseline: None,
         ratio: None,
+        peer: None,
+        peer_ratio: None,
         appends_per_fsync: None,
         note: None,
         max_dispatch_lag_ms: None,
@@ -493,6 +518,9 @@ mod tests {
         let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
         for expected in [
             "raw_write",
+            "raw_write_100B",
+            "commitlog_append_100B",
+            "commitlog_read_100B",
             "raw_write_fdatasync",
             "append_100B",
             "append_1KiB",
@@ -524,7 +552,20 @@ mod tests {
         assert!(compaction.bytes > 0 && compaction.records >= 2000, "{compaction:?}");
         let append = results.iter().find(|r| r.name == "append_100B").expect("append");
         assert_eq!((append.records, append.bytes), (2000, 200_000));
-        assert_eq!(append.baseline, None, "raw writes are of 1 KiB records");
+        assert_eq!(append.baseline.as_deref(), Some("raw_write_100B"), "the raw write of its records' size");
+        assert_eq!(append.peer.as_deref(), Some("commitlog_append_100B"));
+        // The peer read every record it appended, and strata's one-pass reads are compared with it.
+        let peer_read = results.iter().find(|r| r.name == "commitlog_read_100B").expect("peer read");
+        assert_eq!((peer_read.records, peer_read.bytes), (2000, 200_000));
+        for name in ["read_100B", "read_100B_in_place"] {
+            let read = results.iter().find(|r| r.name == name).expect("read");
+            assert_eq!(read.peer.as_deref(), Some("commitlog_read_100B"), "{read:?}");
+            assert!(read.peer_ratio.is_some_and(|ratio| ratio > 0.0), "{read:?}");
+        }
+        let pread = results.iter().find(|r| r.name == "read_100B_pread").expect("pread");
+        assert_eq!(pread.peer, None, "the peer reads only one way");
+        let keyed = results.iter().find(|r| r.name == "append_keyed_during_deletion").expect("keyed");
+        assert_eq!(keyed.baseline.as_deref(), Some("append_keyed_idle"));
         let large = results.iter().find(|r| r.name == "append_1KiB").expect("append");
         assert_eq!(large.baseline.as_deref(), Some("raw_write"));
         assert!(results.iter().find(|r| r.name == "raw_write_fdatasync").and_then(|r| r.note.as_ref()).is_some());

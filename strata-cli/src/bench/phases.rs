@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use super::commitlog;
 use super::maintenance::{self, Background};
 use super::{BenchOptions, BenchResult, budget, channel, fsync_regime, result, size_name, store, sync_all};
 use strata_log::internals::io_error;
@@ -49,7 +50,8 @@ fn log_phases(
 ) -> Result<()> {
     let large = options.large_value_bytes;
     let large_records = (options.records / 4).max(options.batch as u64);
-    phase(raw_write(dir, options, large, large_records, progress))?;
+    phase(raw_write(dir, options, large, large_records, "raw_write", progress))?;
+    phase(raw_write(dir, options, SMALL, options.records, "raw_write_100B", progress))?;
     for (size, records, name) in [(SMALL, options.records, "small"), (large, large_records, "large")] {
         let log_dir = dir.join(name);
         phase(append(&log_dir, options, size, records, progress))?;
@@ -58,6 +60,10 @@ fn log_phases(
         phase(read(&log_dir, options, size, Reads::InPlace, progress))?;
         phase(read(&log_dir, options, size, Reads::Copied(ReadPath::Pread), progress))?;
     }
+    // The peer on the 100-byte workloads.
+    let peer_dir = dir.join("commitlog");
+    phase(commitlog::append(&peer_dir, options, SMALL, options.records, progress))?;
+    phase(commitlog::read(&peer_dir, SMALL, progress))?;
     // The fsync baseline right before the durable phases: the disk's fsync latency drifts.
     phase(raw_write_fdatasync(dir, options, large, progress))?;
     phase(durable(dir, options, 1, options.batch, large, progress))?;
@@ -79,15 +85,16 @@ fn raw_chunk(options: &BenchOptions, size: usize) -> Vec<u8> {
     vec![0x5a; options.batch * (size + 12) + 61]
 }
 
-/// The physical baseline: `write(2)` of batch-sized chunks, no fsync.
+/// The physical baseline: `write(2)` of batch-sized chunks of `size`-byte records, no fsync.
 fn raw_write(
     dir: &Path,
     options: &BenchOptions,
     size: usize,
     records: u64,
+    name: &str,
     progress: Progress<'_>,
 ) -> Result<BenchResult> {
-    let path = dir.join("raw_write");
+    let path = dir.join(name);
     let mut file = File::create(&path).map_err(io_error("create", &path))?;
     let chunk = raw_chunk(options, size);
     let calls = records.div_ceil(options.batch as u64);
@@ -98,14 +105,14 @@ fn raw_write(
         file.write_all(&chunk).map_err(io_error("write", &path))?;
         latencies.push(t.elapsed());
         if call % 256 == 0 {
-            progress("raw_write", call, calls);
+            progress(name, call, calls);
         }
     }
     let elapsed = started.elapsed();
     drop(file);
     std::fs::remove_file(&path).map_err(io_error("unlink", &path))?;
     let batch = options.batch as u64;
-    Ok(result("raw_write", calls * batch, calls * batch * size as u64, elapsed, latencies))
+    Ok(result(name, calls * batch, calls * batch * size as u64, elapsed, latencies))
 }
 
 /// The durable baseline: `write(2)` of a batch-sized chunk then `fdatasync`, per batch.

@@ -136,6 +136,9 @@ fn render(out: &mut dyn Write, results: &[BenchResult]) -> io::Result<()> {
             (Some(base), Some(ratio)) => format!("{:.0}% of {base}", ratio * 100.0),
             _ => String::new(),
         };
+        if let (Some(peer), Some(ratio)) = (&r.peer, r.peer_ratio) {
+            extra.push_str(&format!("{}{ratio:.2}× {peer}", if extra.is_empty() { "" } else { "; " }));
+        }
         if let Some(a) = r.appends_per_fsync {
             extra.push_str(&format!("{}{a:.1} appends/fsync", if extra.is_empty() { "" } else { "; " }));
         }
@@ -160,8 +163,10 @@ fn render(out: &mut dyn Write, results: &[BenchResult]) -> io::Result<()> {
     writeln!(out, "records/s, ops/s: records and calls (appends, reads, fsyncs, sends) per second")?;
     writeln!(out, "MB/s: payload (values) in 10^6 bytes per second")?;
     writeln!(out, "p50/p99/p99.9 µs: latency of one call in microseconds (median, 99th, 99.9th percentile)")?;
-    writeln!(out, "vs baseline: throughput as a share of the raw disk figure the phase should be judged against")?;
-    writeln!(out, "phases: raw_* the disk without strata; append_* no fsync; read_* CRC-checked reads;")?;
+    writeln!(out, "vs baseline: throughput as a share of the raw disk figure the phase should be judged against,")?;
+    writeln!(out, "  and records/s as a multiple of the peer's (the commitlog crate) on the same workload")?;
+    writeln!(out, "phases: raw_* the disk without strata; append_* no fsync; read_* CRC-checked reads, one pass over")?;
+    writeln!(out, "  a freshly opened log; commitlog_* the commitlog crate on the 100-byte append and read;")?;
     writeln!(out, "  durable_<T>t_<size>_x<batch> FlushPolicy::Always from T threads; producer_*; recovery_scan;")?;
     writeln!(out, "  compaction; append_keyed_* appends beside background deletion or compaction;")?;
     writeln!(out, "  store_put_<T>t_<policy> MessageStore::put vs store_append_* (Log::append, same records);")?;
