@@ -90,3 +90,20 @@ fn a_log_file_cut_short_under_a_pread_reader_is_corrupt() {
         other => panic!("expected Corrupt, got {:?}", other.map(|records| records.len())),
     }
 }
+
+/// A read whose budget ends before a batch larger than a chunk returns the batches before it, and
+/// the next read returns the large batch whole (at least one batch per read).
+#[test]
+fn a_read_stops_before_a_large_batch_its_budget_does_not_cover() {
+    for read_path in [ReadPath::Mmap, ReadPath::Pread] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), config(read_path)).unwrap();
+        log.append(&[Record::new(&[1u8; 1000])]).unwrap();
+        let large = vec![2u8; 900 << 10];
+        log.append(&[Record::new(&large), Record::new(&large)]).unwrap();
+        let first: Vec<u64> = log.read(0, 5000).unwrap().map(|r| r.unwrap().offset()).collect();
+        assert_eq!(first, [0], "{read_path:?}");
+        let rest: Vec<usize> = log.read(1, 5000).unwrap().map(|r| r.unwrap().value().unwrap().len()).collect();
+        assert_eq!(rest, [900 << 10, 900 << 10], "{read_path:?}: the large batch whole");
+    }
+}

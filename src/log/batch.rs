@@ -893,7 +893,7 @@ mod tests {
 
     #[test]
     fn a_crc_mismatch_is_reported_before_what_the_records_say() {
-        // The records are decoded before the CRC is computed (for speed); the error must not change.
+        // Both are computed before either is judged (for speed); a CRC mismatch is the error.
         let mut bytes = encode(0, &[Record::new(b"abc"), Record::new(b"def")], &[10, 10]);
         let attributes_of_first_record = BATCH_HEADER_LEN + 1;
         bytes[attributes_of_first_record] = 1;

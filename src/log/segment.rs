@@ -694,7 +694,10 @@ impl LogSegment {
         let copied_from = out.len();
         let window = chunk_limit.saturating_add(BATCH_HEADER_LEN as u64);
         // Read into `out` and walked there: a reader that keeps the bytes copies them once.
-        let end = walk_copied(&self.log, self.size(), start, window, out, (), |_, header, _| {
+        // A first batch larger than the window is read only if it would be taken.
+        let first_wanted =
+            |header: &BatchHeader| header.base_offset < upper && (at_least_one || header.size() <= budget);
+        let end = walk_copied(&self.log, self.size(), start, window, out, (), first_wanted, |_, header, _| {
             let size = header.size();
             let fits = if taken == 0 { at_least_one || size <= budget } else { taken + size <= chunk_limit };
             if header.base_offset >= upper || !fits {

@@ -70,7 +70,7 @@ pub(crate) fn walk_file_in<B>(
         match step {
             None => return Ok(None),
             Some(Step::Done(stop)) => return Ok(Some(WalkEnd { at, stop })),
-            Some(Step::NeedMore(bytes)) => needed = bytes,
+            Some(Step::NeedMore(bytes, _)) => needed = bytes,
         }
     }
 }
@@ -79,8 +79,11 @@ pub(crate) fn walk_file_in<B>(
 /// with [`MappedFile::copy_into`] (one copy, no map) and walked there. On return `out` ends with
 /// exactly the batches visited before the stop (those `visit` continued past); a visited batch's
 /// bytes are in `out` already when `visit` sees them (as its third argument). A batch that does
-/// not fit in the window once a batch was visited stops the walk with `Stop::Break(full)` (a
-/// window sized to what the caller takes: it would not take that batch, and is spared a read).
+/// not fit in the window stops the walk with `Stop::Break(full)`, unread, if a batch was visited
+/// before it (a window sized to what the caller takes: it would not take that batch) or if
+/// `wanted` says no to its header; else it is read whole. `Ok(None)` (the file retired) leaves
+/// `out` as it was.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn walk_copied<B>(
     file: &MappedFile,
     len: u64,
@@ -88,6 +91,7 @@ pub(crate) fn walk_copied<B>(
     window: u64,
     out: &mut Vec<u8>,
     full: B,
+    wanted: impl Fn(&BatchHeader) -> bool,
     mut visit: impl FnMut(BatchPos, &BatchHeader, &[u8]) -> ControlFlow<B>,
 ) -> Result<Option<WalkEnd<B>>> {
     let window = window.max(BATCH_HEADER_LEN as u64);
@@ -109,8 +113,10 @@ pub(crate) fn walk_copied<B>(
         }
         match walk_window(&out[window_at..], remaining, &mut at, &mut visit) {
             Step::Done(stop) => break WalkEnd { at, stop },
-            Step::NeedMore(_) if at != start => break WalkEnd { at, stop: Stop::Break(full) },
-            Step::NeedMore(bytes) => needed = bytes,
+            Step::NeedMore(..) if at != start => break WalkEnd { at, stop: Stop::Break(full) },
+            // The first batch is larger than the window: read it whole only if it is wanted.
+            Step::NeedMore(_, Some(header)) if !wanted(&header) => break WalkEnd { at, stop: Stop::Break(full) },
+            Step::NeedMore(bytes, _) => needed = bytes,
         }
     };
     out.truncate(from + (end.at.position - start.position) as usize);
@@ -119,8 +125,9 @@ pub(crate) fn walk_copied<B>(
 
 enum Step<B> {
     Done(Stop<B>),
-    /// The batch at the walk's position needs this many bytes in one window.
-    NeedMore(u64),
+    /// The batch at the walk's position needs this many bytes in one window (its header, if the
+    /// window held that much).
+    NeedMore(u64, Option<BatchHeader>),
 }
 
 /// Walks the batches wholly inside `window`, which starts at `at.position` with `remaining` bytes
@@ -141,7 +148,7 @@ fn walk_window<B>(
         }
         let Some(header) = BatchHeader::decode_from(rest) else {
             if (rest.len() as u64) < left_in_file {
-                return Step::NeedMore(BATCH_HEADER_LEN as u64);
+                return Step::NeedMore(BATCH_HEADER_LEN as u64, None);
             }
             // Fewer than 43 bytes left in the file: a zero tail ends the data, anything else is torn.
             return Step::Done(if rest.iter().all(|&b| b == 0) {
@@ -158,7 +165,7 @@ fn walk_window<B>(
         }
         let size = header.size();
         if size > rest.len() as u64 {
-            return Step::NeedMore(size);
+            return Step::NeedMore(size, Some(header));
         }
         if let ControlFlow::Break(b) = visit(*at, &header, &rest[..size as usize]) {
             return Step::Done(Stop::Break(b));

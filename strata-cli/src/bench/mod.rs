@@ -388,12 +388,14 @@ fn add_ratios(results: &mut [BenchResult]) {
             r.baseline = Some(baseline);
             r.ratio = Some(ratio);
         }
-        // The peer's phase of the same workload: `append_100B` ↔ `commitlog_append_100B`,
-        // `read_100B` and `read_100B_in_place` ↔ `commitlog_read_100B` (records per second).
-        let workload = match r.name.strip_suffix("_in_place").unwrap_or(&r.name) {
-            name if name.starts_with("append_") || name.starts_with("read_") => Some(name.to_owned()),
-            _ => None,
-        };
+        // The peer's phase of the same workload: `append_100B` ↔ `commitlog_append_100B`, each
+        // one-pass read of 100-byte records (`read_100B`, `_in_place`, `_pread`) ↔
+        // `commitlog_read_100B` (which reads with `pread`), in records per second.
+        let workload =
+            match r.name.strip_suffix("_in_place").or_else(|| r.name.strip_suffix("_pread")).unwrap_or(&r.name) {
+                name if name.starts_with("append_") || name.starts_with("read_") => Some(name.to_owned()),
+                _ => None,
+            };
         let peer = workload.and_then(|w| peers.iter().find(|p| p.name == format!("commitlog_{w}")));
         if let Some(peer) = peer.filter(|p| p.records_per_sec > 0.0) {
             r.peer = Some(peer.name.clone());
@@ -563,7 +565,9 @@ mod tests {
             assert!(read.peer_ratio.is_some_and(|ratio| ratio > 0.0), "{read:?}");
         }
         let pread = results.iter().find(|r| r.name == "read_100B_pread").expect("pread");
-        assert_eq!(pread.peer, None, "the peer reads only one way");
+        assert_eq!(pread.peer.as_deref(), Some("commitlog_read_100B"), "the peer reads with pread");
+        let large = results.iter().find(|r| r.name == "read_1KiB").expect("read");
+        assert_eq!(large.peer, None, "the peer reads 100-byte records only");
         let keyed = results.iter().find(|r| r.name == "append_keyed_during_deletion").expect("keyed");
         assert_eq!(keyed.baseline.as_deref(), Some("append_keyed_idle"));
         let large = results.iter().find(|r| r.name == "append_1KiB").expect("append");

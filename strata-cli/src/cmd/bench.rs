@@ -166,7 +166,8 @@ fn render(out: &mut dyn Write, results: &[BenchResult]) -> io::Result<()> {
     writeln!(out, "vs baseline: throughput as a share of the raw disk figure the phase should be judged against,")?;
     writeln!(out, "  and records/s as a multiple of the peer's (the commitlog crate) on the same workload")?;
     writeln!(out, "phases: raw_* the disk without strata; append_* no fsync; read_* CRC-checked reads, one pass over")?;
-    writeln!(out, "  a freshly opened log; commitlog_* the commitlog crate on the 100-byte append and read;")?;
+    writeln!(out, "  a freshly opened log; commitlog_* the commitlog crate on the 100-byte append and read")?;
+    writeln!(out, "  (it reads with pread, as read_*_pread; read_* and read_*_in_place read through a map);")?;
     writeln!(out, "  durable_<T>t_<size>_x<batch> FlushPolicy::Always from T threads; producer_*; recovery_scan;")?;
     writeln!(out, "  compaction; append_keyed_* appends beside background deletion or compaction;")?;
     writeln!(out, "  store_put_<T>t_<policy> MessageStore::put vs store_append_* (Log::append, same records);")?;
