@@ -5,8 +5,8 @@
 //! ```text
 //! cargo run --release --example log_pass -- [MODE] [RECORDS] [SIZE] [DIR]
 //! ```
-//! `MODE` is `in_place` (default: `Log::read_batches`), `owned` (`Log::read`), `pread` (`Log::read`
-//! under `ReadPath::Pread`), `raw` (`pread` of 1 MiB + CRC of every `.log` file, decoding
+//! `MODE` is `in_place` (default: `Log::read_batches`), `in_place_pread` (the same under
+//! `ReadPath::Pread`), `owned` (`Log::read`), `pread` (`Log::read` under `ReadPath::Pread`), `raw` (`pread` of 1 MiB + CRC of every `.log` file, decoding
 //! nothing), `append` (timed: `Log::append` of batches of 100 into a new log) or `raw_write`
 //! (timed: `write(2)` of as many bytes, in batch-sized chunks); `RECORDS` 2,000,000 records of
 //! `SIZE` (100) bytes, appended in batches of 100 first (untimed for the reads; the log is closed
@@ -56,7 +56,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
         log.close()?;
     }
-    let read_path = if mode == "pread" { ReadPath::Pread } else { ReadPath::Mmap };
+    let read_path = if mode == "pread" || mode == "in_place_pread" { ReadPath::Pread } else { ReadPath::Mmap };
     let faults = minor_faults();
     let started = Instant::now();
     let (mut count, mut bytes) = (0u64, 0u64);
@@ -88,7 +88,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         let log = Log::open(&dir, config(read_path))?;
         let (mut next, end) = (log.start_offset(), log.next_offset());
         while next < end {
-            next = if mode == "in_place" {
+            next = if mode.starts_with("in_place") {
                 log.read_batches(next, READ_BYTES, |batch| {
                     for record in batch.records() {
                         bytes += record.value().map_or(0, <[u8]>::len) as u64;
