@@ -1,5 +1,6 @@
 //! `Log::read` copies whole batches into its chunks, through the map (`ReadPath::Mmap`) or with
-//! `pread` straight into the chunk (`ReadPath::Pread`): batches of every size — small ones packed
+//! `pread` straight into the chunk (`ReadPath::Pread`), and `Log::read_batches` reads them in
+//! place (in the map, or in one reused `pread` buffer): batches of every size — small ones packed
 //! into a chunk, one larger than a chunk, one larger than a `pread` window — come back whole and
 //! in order from sealed and active segments, read in calls of any size, and a `.log` file cut
 //! short under the reader is `Error::Corrupt`, never fewer records in silence.
@@ -56,6 +57,25 @@ fn every_batch_comes_back_whole_through_both_read_paths() {
             assert!(offsets.iter().copied().eq(0..expected.len() as u64), "{read_path:?}, {max_bytes}: offsets");
             let records: Vec<Owned> = read.into_iter().map(|(_, record)| record).collect();
             assert!(records == expected, "{read_path:?}, reads of {max_bytes} bytes: records differ");
+        }
+        // In place too (`read_batches`: under `Pread`, each window read into one reused buffer).
+        for max_bytes in [1, 64 << 10, 1 << 20] {
+            let (mut next, mut seen) = (0, Vec::new());
+            while next < log.visible_end() {
+                next = log
+                    .read_batches(next, max_bytes, |batch| {
+                        for record in batch.records() {
+                            seen.push((record.offset(), record.value().map(<[u8]>::to_vec)));
+                        }
+                        std::ops::ControlFlow::Continue(())
+                    })
+                    .unwrap();
+            }
+            assert!(seen.iter().map(|(offset, _)| *offset).eq(0..expected.len() as u64), "{read_path:?}: in place");
+            assert!(
+                seen.iter().map(|(_, value)| value).eq(expected.iter().map(|record| &record.value)),
+                "{read_path:?}, in place, reads of {max_bytes} bytes: values differ"
+            );
         }
         // From the middle of a batch too.
         let from = expected.len() as u64 / 2;

@@ -60,13 +60,17 @@ pub(crate) fn walk_file_in<B>(
     let window = window.min(file.window_len()).max(BATCH_HEADER_LEN as u64);
     let mut at = start;
     let mut needed = 0u64;
+    // A `pread` file's windows are read into one buffer (a mapped file's are lent from the map).
+    let mut buffer = Vec::new();
     loop {
         let remaining = len.saturating_sub(at.position);
         if remaining == 0 {
             return Ok(Some(WalkEnd { at, stop: Stop::End }));
         }
         let read = remaining.min(window.max(needed)) as usize;
-        let step = file.read_with(at.position, read, |bytes| walk_window(bytes, remaining, &mut at, &mut visit))?;
+        let position = at.position;
+        let walk = |bytes: &[u8]| walk_window(bytes, remaining, &mut at, &mut visit);
+        let step = file.read_with_buffer(position, read, &mut buffer, walk)?;
         match step {
             None => return Ok(None),
             Some(Step::Done(stop)) => return Ok(Some(WalkEnd { at, stop })),
