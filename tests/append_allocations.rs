@@ -5,39 +5,10 @@
 //! request (one boxed event per MiB appended under a durable policy). Checked with a counting
 //! global allocator.
 #![allow(clippy::unwrap_used)]
-#![allow(unsafe_code)] // A counting global allocator needs it; it only forwards to `System`.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
+mod counting_alloc;
 
 use strata_log::{FlushPolicy, Log, LogConfig, Record};
-
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 fn allocations_per_append(flush_policy: FlushPolicy, zero_ahead_bytes: u64) -> f64 {
     let dir = tempfile::tempdir().unwrap();
@@ -54,11 +25,11 @@ fn allocations_per_append(flush_policy: FlushPolicy, zero_ahead_bytes: u64) -> f
     for _ in 0..200 {
         log.append(&records).unwrap();
     }
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let before = counting_alloc::allocations();
     for _ in 0..1000 {
         log.append(&records).unwrap();
     }
-    (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / 1000.0
+    (counting_alloc::allocations() - before) as f64 / 1000.0
 }
 
 #[test]

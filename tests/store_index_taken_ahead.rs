@@ -28,6 +28,15 @@ fn message(i: u64) -> Message {
     Message::new("t", 0, format!("m{i}")).with_keys([format!("k{i}")])
 }
 
+/// A new store at `root` holding messages 0..100, each with its key.
+fn with_100_keys(root: &std::path::Path) -> MessageStore {
+    let store = MessageStore::open(root, config()).unwrap();
+    for i in 0..100 {
+        store.put(&message(i)).unwrap();
+    }
+    store
+}
+
 fn by_key(store: &MessageStore, i: u64) -> strata_log::Result<usize> {
     store.query_by_key("t", &format!("k{i}"), 0, i64::MAX, 4).map(|found| found.len())
 }
@@ -39,11 +48,8 @@ fn a_full_disk_at_an_index_roll() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("store");
-    let store = MessageStore::open(&root, config()).unwrap();
     // 100 keys: the first file (63 entries) is full, the second holds 37.
-    for i in 0..100 {
-        store.put(&message(i)).unwrap();
-    }
+    let store = with_100_keys(&root);
     assert_eq!(by_key(&store, 0).unwrap(), 1);
     std::thread::sleep(Duration::from_millis(300));
     let checkpoints_before = store.metrics().checkpoints;
@@ -106,10 +112,7 @@ fn a_poisoned_active_index_file() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("store");
-    let store = MessageStore::open(&root, config()).unwrap();
-    for i in 0..100 {
-        store.put(&message(i)).unwrap();
-    }
+    let store = with_100_keys(&root);
     let index_dir = root.join("index");
     fail::cfg("fdatasync", &format!("return({})", index_dir.display())).unwrap();
     // The background checkpoint flushes the index: its fdatasync fails and poisons the file.

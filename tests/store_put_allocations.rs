@@ -4,39 +4,10 @@
 //! numbering, encoding, the commit log's append, dispatch to the consume queue and the index —
 //! allocates per message. Checked with a counting global allocator, alone in its test binary.
 #![allow(clippy::unwrap_used)]
-#![allow(unsafe_code)] // A counting global allocator needs it; it only forwards to `System`.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
+mod counting_alloc;
 
 use strata_log::{FlushPolicy, LogConfig, Message, MessageStore, StoreConfig};
-
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 const ROUNDS: u64 = 2000;
 
@@ -70,9 +41,9 @@ fn allocations_per_put(batch: usize) -> f64 {
     };
     put(&batches(0));
     let counted = batches(ROUNDS);
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let before = counting_alloc::allocations();
     put(&counted);
-    let per_put = (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / ROUNDS as f64;
+    let per_put = (counting_alloc::allocations() - before) as f64 / ROUNDS as f64;
     drop(counted);
     store.close().unwrap();
     per_put

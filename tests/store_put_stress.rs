@@ -76,7 +76,8 @@ fn open(dir: &Path) -> MessageStore {
 /// Runs every operation from threads until `stop`; returns the acks and the misses.
 fn run(store: &MessageStore, dir: &Path, round: u64, stop: &AtomicBool, out: &Mutex<Box<dyn Write + Send>>) {
     let acked: Mutex<Vec<Ack>> = Mutex::new(Vec::new());
-    let ack = |message: &Message, queue_offset: u64, log_offset: u64| {
+    // Records an acknowledged put (printed for the parent, kept for the queries) and returns it.
+    let ack = |message: &Message, queue_offset: u64, log_offset: u64| -> Ack {
         let a = Ack {
             topic: message.topic().to_owned(),
             queue: message.queue_id(),
@@ -89,7 +90,8 @@ fn run(store: &MessageStore, dir: &Path, round: u64, stop: &AtomicBool, out: &Mu
         writeln!(out, "ack {} {} {} {} {} {}", a.topic, a.queue, a.queue_offset, a.log_offset, a.body, a.keys).unwrap();
         out.flush().unwrap();
         drop(out);
-        acked.lock().unwrap().push(a);
+        acked.lock().unwrap().push(a.clone());
+        a
     };
     let miss = |what: String| {
         let mut out = out.lock().unwrap();
@@ -126,16 +128,7 @@ fn run(store: &MessageStore, dir: &Path, round: u64, stop: &AtomicBool, out: &Mu
                     let body = format!("r{round}p{t}s{seq}");
                     let m = message(&body, rng.below(4) as u32, rng.below(7));
                     if let Ok(put) = store.put(&m) {
-                        ack(&m, put.queue_offset, put.log_offset);
-                        let a = Ack {
-                            topic: m.topic().into(),
-                            queue: m.queue_id(),
-                            queue_offset: put.queue_offset,
-                            log_offset: put.log_offset,
-                            body,
-                            keys: m.keys().len() as u64,
-                        };
-                        check_keys(&a, "read-your-write");
+                        check_keys(&ack(&m, put.queue_offset, put.log_offset), "read-your-write");
                     }
                     seq += 1;
                 }
@@ -153,19 +146,10 @@ fn run(store: &MessageStore, dir: &Path, round: u64, stop: &AtomicBool, out: &Mu
                     let ms: Vec<Message> =
                         (0..n).map(|i| message(&format!("r{round}b{seq}i{i}"), queue, rng.below(4))).collect();
                     if let Ok(puts) = store.put_batch(&ms) {
-                        for (m, put) in ms.iter().zip(&puts) {
-                            ack(m, put.queue_offset, put.log_offset);
-                        }
-                        for (m, put) in ms.iter().zip(&puts) {
-                            let a = Ack {
-                                topic: m.topic().into(),
-                                queue: m.queue_id(),
-                                queue_offset: put.queue_offset,
-                                log_offset: put.log_offset,
-                                body: String::from_utf8(m.body().to_vec()).unwrap(),
-                                keys: m.keys().len() as u64,
-                            };
-                            check_keys(&a, "read-your-batch");
+                        let acks: Vec<Ack> =
+                            ms.iter().zip(&puts).map(|(m, put)| ack(m, put.queue_offset, put.log_offset)).collect();
+                        for a in &acks {
+                            check_keys(a, "read-your-batch");
                         }
                     }
                     seq += 1;
@@ -185,16 +169,7 @@ fn run(store: &MessageStore, dir: &Path, round: u64, stop: &AtomicBool, out: &Mu
                     let handles: Vec<_> = ms.iter().map(|m| store.put_nowait(m)).collect();
                     for (m, h) in ms.iter().zip(handles) {
                         if let Ok(put) = h.and_then(|h| h.wait()) {
-                            ack(m, put.queue_offset, put.log_offset);
-                            let a = Ack {
-                                topic: m.topic().into(),
-                                queue: m.queue_id(),
-                                queue_offset: put.queue_offset,
-                                log_offset: put.log_offset,
-                                body: String::from_utf8(m.body().to_vec()).unwrap(),
-                                keys: m.keys().len() as u64,
-                            };
-                            check_keys(&a, "read-your-nowait");
+                            check_keys(&ack(m, put.queue_offset, put.log_offset), "read-your-nowait");
                         }
                     }
                     seq += 1;

@@ -482,16 +482,19 @@ impl MappedFile {
         fail::fail_point!("read_holding_segment");
         match &*state {
             State::Writable { file, .. } => self.pread_into(file, position, len, out).map(Some),
-            State::Sealed { .. } => {
-                // Opened under the path lock: a concurrent rename cannot hand us another file.
-                let path = self.path.lock();
-                let file = File::open(&*path).map_err(Error::io("open", &*path))?;
-                drop(path);
-                self.check_identity(&file)?;
-                self.pread_into(&file, position, len, out).map(Some)
-            }
+            State::Sealed { .. } => self.pread_into(&self.open_for_pread()?, position, len, out).map(Some),
             State::Retired => Ok(None),
         }
+    }
+
+    /// A sealed file opened for one `pread` read, under the path lock (a concurrent rename cannot
+    /// hand us another file) and checked to be the file listed.
+    fn open_for_pread(&self) -> Result<File> {
+        let path = self.path.lock();
+        let file = File::open(&*path).map_err(Error::io("open", &*path))?;
+        drop(path);
+        self.check_identity(&file)?;
+        Ok(file)
     }
 
     /// `pread`s `[position, position + len)` of `file` onto the end of `out`, with no zeroing
@@ -574,13 +577,8 @@ impl MappedFile {
                     return Ok(Some(f(buffer)));
                 }
                 State::Sealed { map: None } if self.reads == ReadPath::Pread => {
-                    // Opened under the path lock: a concurrent rename cannot hand us another file.
-                    let path = self.path.lock();
-                    let file = File::open(&*path).map_err(Error::io("open", &*path))?;
-                    drop(path);
-                    self.check_identity(&file)?;
                     buffer.clear();
-                    self.pread_into(&file, position, len, buffer)?;
+                    self.pread_into(&self.open_for_pread()?, position, len, buffer)?;
                     return Ok(Some(f(buffer)));
                 }
                 State::Retired => return Ok(None),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::config::FlushPolicy;
 use crate::error::{Error, Result};
-use crate::log::{AppendInfo, FOREVER, Header, Record, batch};
+use crate::log::{AppendInfo, FOREVER, Header, batch};
 use crate::store::message::Message;
 use crate::store::message_store::MessageStore;
 use crate::store::progress::Progress;
@@ -199,11 +199,12 @@ impl StoreState {
             &more
         };
         let record = message.record(headers);
-        self.check_size(&record)?;
-        let size = batch::record_len(&record, 0, 0) as u32;
+        // Its size as the batch stores it (offset and timestamp deltas 0) is its encoded size.
+        let size = record.encoded_len();
+        self.check_size(size)?;
         let info = self.log.append_nowait(std::slice::from_ref(&record))?;
         let result = PutResult { log_offset: info.base_offset, queue_offset };
-        Ok(Stored { result, info, sizes: RecordSizes::One(size) })
+        Ok(Stored { result, info, sizes: RecordSizes::One(size as u32) })
     }
 
     /// A batch: every message's fields in one buffer, every record's headers in one list — five
@@ -230,7 +231,7 @@ impl StoreState {
                 message.record(own)
             })
             .collect();
-        records.iter().try_for_each(|record| self.check_size(record))?;
+        records.iter().try_for_each(|record| self.check_size(record.encoded_len()))?;
         // Each record's size as the batch stores it: its offset delta is its index, its
         // timestamp delta 0 (the log's append time, the same for the whole batch).
         let sizes = records.iter().zip(0..).map(|(record, i)| batch::record_len(record, 0, i) as u32).collect();
@@ -239,10 +240,10 @@ impl StoreState {
         Ok(Stored { result, info, sizes: RecordSizes::Many(sizes) })
     }
 
-    /// The size limit on a record itself (the store's fields have fixed sizes, so a record's size
-    /// does not depend on its queue offset).
-    fn check_size(&self, record: &Record<'_>) -> Result<()> {
-        let (size, max) = (record.encoded_len() as u64, self.config.max_message_bytes);
+    /// The size limit on a record itself (`encoded_len`: the store's fields have fixed sizes, so a
+    /// record's size does not depend on its queue offset).
+    fn check_size(&self, encoded_len: usize) -> Result<()> {
+        let (size, max) = (encoded_len as u64, self.config.max_message_bytes);
         if size > max {
             return Err(Error::MessageTooLarge { size, max });
         }
